@@ -1,0 +1,16 @@
+/** Tests run from TypeScript sources (ts-jest, ESM); packages are mapped to their src entry. */
+export default {
+  testEnvironment: 'node',
+  extensionsToTreatAsEsm: ['.ts'],
+  roots: ['<rootDir>/packages', '<rootDir>/tools', '<rootDir>/test'],
+  testMatch: ['**/*.test.ts'],
+  moduleNameMapper: {
+    '^@tilegraph/tools$': '<rootDir>/tools/src/index.ts',
+    '^@tilegraph/(.*)$': '<rootDir>/packages/$1/src/index.ts',
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+  },
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/tsconfig.jest.json' }],
+  },
+  testTimeout: 60000,
+};

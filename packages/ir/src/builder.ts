@@ -1,0 +1,110 @@
+import { AttrValue, InitSpec } from './attributes.js';
+import { DType } from './dtype.js';
+import { Annotations, Graph, Op, OpOptions, Value } from './graph.js';
+import { Location, UNKNOWN_LOC } from './location.js';
+import { Shape } from './shape.js';
+import { Tensor } from './tensor.js';
+
+export type AttrInput = Readonly<Record<string, AttrValue | undefined>>;
+
+/**
+ * Builds a Graph op by op. Carries the current location, name scope and annotations, which every
+ * op it makes receives (frontends set them as they walk the source).
+ */
+export class GraphBuilder {
+  readonly graph: Graph;
+  loc: Location = UNKNOWN_LOC;
+  private scopes: string[] = [];
+  annotations: Annotations = {};
+
+  constructor(graphOrName: Graph | string = 'main') {
+    this.graph = typeof graphOrName === 'string' ? new Graph(graphOrName) : graphOrName;
+  }
+
+  get scope(): string {
+    return this.scopes.join('/');
+  }
+
+  private opts(extra: OpOptions = {}): OpOptions {
+    return {
+      loc: extra.loc ?? this.loc,
+      scope: extra.scope ?? this.scope,
+      annotations: extra.annotations ?? this.annotations,
+      ...(extra.names ? { names: extra.names } : {}),
+    };
+  }
+
+  /** Adds an op and returns the op itself. */
+  addOp(kind: string, operands: readonly Value[], attrs: AttrInput = {}, opts: OpOptions = {}): Op {
+    return this.graph.addOp(kind, operands, attrs, this.opts(opts));
+  }
+
+  /** Adds a single-result op and returns its result. */
+  op(kind: string, operands: readonly Value[], attrs: AttrInput = {}, opts: OpOptions = {}): Value {
+    return this.addOp(kind, operands, attrs, opts).result;
+  }
+
+  /** Adds an op and returns all its results. */
+  ops(kind: string, operands: readonly Value[], attrs: AttrInput = {}, opts: OpOptions = {}): Value[] {
+    return this.addOp(kind, operands, attrs, opts).results;
+  }
+
+  input(name: string, dtype: DType, shape: Shape, opts: OpOptions = {}): Value {
+    return this.op('input', [], { name, dtype, shape: [...shape] }, { names: [name], ...opts });
+  }
+
+  parameter(name: string, dtype: DType, shape: Shape, init: Tensor | InitSpec, opts: OpOptions = {}): Value {
+    return this.op('parameter', [], { name, dtype, shape: [...shape], init }, { names: [name], ...opts });
+  }
+
+  constant(value: Tensor, opts: OpOptions = {}): Value {
+    return this.op('constant', [], { value }, opts);
+  }
+
+  scalar(dtype: DType, x: number, opts: OpOptions = {}): Value {
+    return this.constant(Tensor.scalar(dtype, x), opts);
+  }
+
+  output(name: string, v: Value): void {
+    this.graph.addOutput(name, v);
+  }
+
+  /** Runs `fn` with `loc` as the current location. */
+  at<T>(loc: Location, fn: () => T): T {
+    const saved = this.loc;
+    this.loc = loc;
+    try {
+      return fn();
+    } finally {
+      this.loc = saved;
+    }
+  }
+
+  /** Runs `fn` inside a name scope (PopTorch NameScope). */
+  withScope<T>(name: string, fn: () => T): T {
+    this.scopes.push(name);
+    try {
+      return fn();
+    } finally {
+      this.scopes.pop();
+    }
+  }
+
+  pushScope(name: string): void {
+    this.scopes.push(name);
+  }
+  popScope(): void {
+    this.scopes.pop();
+  }
+
+  /** Runs `fn` with extra annotations (block, ipu, stage, phase, recompute). */
+  withAnnotations<T>(ann: Annotations, fn: () => T): T {
+    const saved = this.annotations;
+    this.annotations = { ...saved, ...ann };
+    try {
+      return fn();
+    } finally {
+      this.annotations = saved;
+    }
+  }
+}

@@ -1,0 +1,75 @@
+import { Frame, Location, formatFrame, selectFrame } from './location.js';
+
+export type Severity = 'error' | 'warning' | 'note';
+
+export interface Diagnostic {
+  readonly severity: Severity;
+  readonly message: string;
+  readonly loc?: Location;
+  /** Extra lines: hints on what to do. */
+  readonly notes?: readonly string[];
+  /** Length of the caret underline (default 1). */
+  readonly span?: number;
+}
+
+export function error(message: string, loc?: Location, notes?: readonly string[]): Diagnostic {
+  return { severity: 'error', message, ...(loc ? { loc } : {}), ...(notes ? { notes } : {}) };
+}
+
+export function warning(message: string, loc?: Location, notes?: readonly string[]): Diagnostic {
+  return { severity: 'warning', message, ...(loc ? { loc } : {}), ...(notes ? { notes } : {}) };
+}
+
+/** Returns the text of a source file, when the renderer can show the offending line. */
+export type SourceLookup = (file: string) => string | undefined;
+
+export interface RenderOptions {
+  sources?: SourceLookup;
+  excludes?: readonly string[];
+}
+
+/**
+ * Renders `file:line:col: error: message`, then the source line and a caret under the column,
+ * then the notes — the form compilers use and editors understand.
+ */
+export function renderDiagnostic(d: Diagnostic, opts: RenderOptions = {}): string {
+  const frame: Frame | undefined = d.loc ? selectFrame(d.loc, opts.excludes) : undefined;
+  const where = frame ? `${formatFrame(frame)}: ` : '';
+  const lines = [`${where}${d.severity}: ${d.message}`];
+  if (frame && frame.line !== undefined && opts.sources) {
+    const text = opts.sources(frame.file);
+    const src = text?.split(/\r?\n/)[frame.line - 1];
+    if (src !== undefined) {
+      const col = Math.max(1, frame.col ?? 1);
+      const pad = src.slice(0, col - 1).replace(/[^\t]/g, ' ');
+      lines.push(`  ${src}`, `  ${pad}${'^'.repeat(Math.max(1, d.span ?? 1))}`);
+    }
+  }
+  if (d.loc && frame && d.loc.frames.length > 1) {
+    for (const f of d.loc.frames) {
+      if (f === frame) continue;
+      lines.push(`  note: ${f.fn ? `in ${f.fn}, ` : ''}from ${formatFrame(f)}`);
+    }
+  }
+  for (const n of d.notes ?? []) lines.push(`  note: ${n}`);
+  return lines.join('\n');
+}
+
+export function renderDiagnostics(ds: readonly Diagnostic[], opts: RenderOptions = {}): string {
+  return ds.map((d) => renderDiagnostic(d, opts)).join('\n');
+}
+
+/** An error carrying diagnostics; tools print them and exit non-zero instead of a stack trace. */
+export class DiagnosticError extends Error {
+  readonly diagnostics: readonly Diagnostic[];
+  constructor(diagnostics: readonly Diagnostic[] | Diagnostic) {
+    const ds = Array.isArray(diagnostics) ? diagnostics : [diagnostics as Diagnostic];
+    super(ds.map((d) => renderDiagnostic(d)).join('\n'));
+    this.name = 'DiagnosticError';
+    this.diagnostics = ds;
+  }
+}
+
+export function hasErrors(ds: readonly Diagnostic[]): boolean {
+  return ds.some((d) => d.severity === 'error');
+}

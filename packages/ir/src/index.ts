@@ -1,0 +1,16 @@
+export * from './dtype.js';
+export * from './shape.js';
+export * from './tensor.js';
+export * from './random.js';
+export * from './location.js';
+export * from './diagnostics.js';
+export * from './attributes.js';
+export * from './init.js';
+export * from './opdef.js';
+export * from './registry.js';
+export * from './graph.js';
+export * from './builder.js';
+export * from './verify.js';
+export { initialParameterValue } from './ops/source.js';
+export { ALL_OPS } from './ops/index.js';
+export * as kernels from './kernels/index.js';

@@ -1,0 +1,2 @@
+export * from './elementwise.js';
+export * from './reduce.js';

@@ -1,0 +1,3 @@
+import { OpDef } from '../opdef.js';
+
+export const ANNOTATION_OPS: OpDef[] = [];

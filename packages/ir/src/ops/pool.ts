@@ -1,0 +1,3 @@
+import { OpDef } from '../opdef.js';
+
+export const POOL_OPS: OpDef[] = [];

@@ -1,0 +1,3 @@
+import { OpDef } from '../opdef.js';
+
+export const SOFTMAX_OPS: OpDef[] = [];

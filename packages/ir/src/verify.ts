@@ -1,0 +1,75 @@
+import { checkAttr } from './attributes.js';
+import { Diagnostic, error } from './diagnostics.js';
+import { Graph, Value, inferOp } from './graph.js';
+import { ShapeError, formatType, typesEqual } from './shape.js';
+
+/**
+ * Checks a graph and returns every problem found (not just the first): SSA form (each operand
+ * is a result of a live op of this graph, use lists agree), acyclicity, attribute and operand
+ * agreement with each op's definition, and declared result types against inference.
+ */
+export function verifyGraph(g: Graph): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  const live = new Set(g.ops);
+  const defined = new Set<Value>();
+  for (const op of g.ops) for (const r of op.results) defined.add(r);
+
+  for (const op of g.ops) {
+    const where = `${op.kind}`;
+    op.operands.forEach((v, i) => {
+      if (!defined.has(v) || !live.has(v.producer)) {
+        out.push(error(`${where}: operand ${i} is not defined by an op of this graph`, op.loc));
+      } else if (!v.uses.some((u) => u.op === op && u.index === i)) {
+        out.push(error(`${where}: use list of operand ${i} is out of date`, op.loc));
+      }
+    });
+    for (const [k, spec] of Object.entries(op.def.attrs)) {
+      const v = op.attrs[k];
+      if (v === undefined) {
+        if (!spec.optional) out.push(error(`${where}: missing required attribute '${k}'`, op.loc));
+        continue;
+      }
+      const p = checkAttr(k, spec, v);
+      if (p) out.push(error(`${where}: ${p}`, op.loc));
+    }
+    for (const k of Object.keys(op.attrs)) {
+      if (!(k in op.def.attrs)) out.push(error(`${where}: unknown attribute '${k}'`, op.loc));
+    }
+    try {
+      const types = inferOp(op.def, op.operands.map((v) => v.type), op.attrs);
+      if (types.length !== op.results.length) {
+        out.push(error(`${where}: has ${op.results.length} results but its definition gives ${types.length}`, op.loc));
+      } else {
+        types.forEach((t, i) => {
+          const r = op.results[i]!;
+          if (!typesEqual(t, r.type)) {
+            out.push(error(`${where}: result ${i} is declared ${formatType(r.type)} but inferred ${formatType(t)}`, op.loc));
+          }
+        });
+      }
+    } catch (e) {
+      if (e instanceof ShapeError) out.push(error(`${where}: ${e.message}`, op.loc));
+      else throw e;
+    }
+  }
+  const names = new Set<string>();
+  for (const o of g.outputs) {
+    if (!defined.has(o.value) || !live.has(o.value.producer)) out.push(error(`output '${o.name}' is not a value of this graph`));
+    if (names.has(o.name)) out.push(error(`output '${o.name}' is defined twice`));
+    names.add(o.name);
+  }
+  const params = new Set<string>();
+  for (const p of g.parameters()) {
+    const n = p.attrs['name'] as string;
+    if (params.has(n)) out.push(error(`parameter '${n}' is defined twice`, p.loc));
+    params.add(n);
+  }
+  const inputs = new Set<string>();
+  for (const p of g.inputs()) {
+    const n = p.attrs['name'] as string;
+    if (inputs.has(n)) out.push(error(`input '${n}' is defined twice`, p.loc));
+    inputs.add(n);
+  }
+  if (g.topologicalOrder() === undefined) out.push(error(`the graph has a cycle`));
+  return out;
+}
