@@ -1,3 +1,559 @@
-import { OpDef } from '../opdef.js';
+import { Attrs } from '../attributes.js';
+import { broadcastStrides } from '../kernels/elementwise.js';
+import { OpDef, defineOp } from '../opdef.js';
+import { Shape, ShapeError, TensorType, formatShape, formatType, numElements, stridesOf } from '../shape.js';
+import { Tensor, allocData, castScalar } from '../tensor.js';
 
-export const MOVEMENT_OPS: OpDef[] = [];
+/**
+ * Data movement: ops that only rearrange, select or repeat elements. Their kernels copy stored
+ * values exactly, so they work for every dtype. Index conventions follow ONNX.
+ */
+
+function fmt(xs: readonly number[]): string {
+  return `[${xs.join(',')}]`;
+}
+
+/** Normalises `axis` for a tensor of `shape`, naming the shape when it is out of range. */
+function axisOf(axis: number, shape: Shape, what = 'axis', rank = shape.length): number {
+  if (!Number.isInteger(axis) || axis < -rank || axis >= rank) {
+    throw new ShapeError(`${what} ${axis} is out of range for ${formatShape(shape)} (rank ${shape.length})`);
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+/** Normalised axes in the given order; throws when one is out of range or repeated. */
+function uniqueAxes(axes: readonly number[], shape: Shape, rank = shape.length): number[] {
+  const out = axes.map((a) => axisOf(a, shape, 'axis', rank));
+  if (new Set(out).size !== out.length) throw new ShapeError(`axes ${fmt(axes)} repeat an axis`);
+  return out;
+}
+
+function result(x: TensorType, shape: Shape): TensorType[] {
+  return [{ dtype: x.dtype, shape: [...shape] }];
+}
+
+/**
+ * Copies elements into a new tensor of `outShape`: element (i0, ..., ik) reads the input at flat
+ * offset offs[0][i0] + ... + offs[k][ik], or takes `fill` when any of those entries is negative.
+ */
+function gatherOffsets(x: Tensor, outShape: Shape, offs: readonly ArrayLike<number>[], fill = 0): Tensor {
+  const n = numElements(outShape);
+  const out = allocData(x.dtype, n);
+  const src = x.data;
+  const fillValue = castScalar(x.dtype, fill);
+  const rank = outShape.length;
+  const idx = new Array<number>(rank).fill(0);
+  for (let i = 0; i < n; i++) {
+    let off = 0;
+    let inside = true;
+    for (let d = 0; d < rank; d++) {
+      const o = offs[d]![idx[d]!]!;
+      if (o < 0) {
+        inside = false;
+        break;
+      }
+      off += o;
+    }
+    out[i] = inside ? src[off]! : fillValue;
+    for (let d = rank - 1; d >= 0; d--) {
+      if (++idx[d]! < outShape[d]!) break;
+      idx[d] = 0;
+    }
+  }
+  return new Tensor(x.dtype, outShape, out);
+}
+
+function offsets(count: number, f: (i: number) => number): number[] {
+  return Array.from({ length: count }, (_, i) => f(i));
+}
+
+/** Offsets reading each dimension of `outShape` at the same index of an input with strides `st`. */
+function identityOffsets(outShape: Shape, st: readonly number[]): number[][] {
+  return outShape.map((d, k) => offsets(d, (i) => i * st[k]!));
+}
+
+function sameData(x: Tensor, shape: Shape): Tensor {
+  return new Tensor(x.dtype, shape, x.data.slice());
+}
+
+// ---- reshape ----
+
+/** The target shape with its -1 resolved; throws when it cannot hold the input's elements. */
+export function resolveReshape(from: Shape, to: readonly number[]): number[] {
+  const n = numElements(from);
+  const holes = to.filter((d) => d === -1).length;
+  if (holes > 1) throw new ShapeError(`shape ${fmt(to)} has more than one -1`);
+  const bad = to.find((d) => d < -1);
+  if (bad !== undefined) throw new ShapeError(`shape ${fmt(to)} has a negative dimension ${bad}`);
+  if (holes === 0) {
+    const m = numElements(to);
+    if (m !== n) throw new ShapeError(`cannot reshape ${formatShape(from)} (${n} elements) to ${fmt(to)} (${m} elements)`);
+    return [...to];
+  }
+  const known = to.reduce((p, d) => (d === -1 ? p : p * d), 1);
+  if (known === 0 || n % known !== 0) {
+    const why = known === 0 ? 'the other dimensions hold 0 elements, so -1 is undetermined' : `${n} is not a multiple of ${known}`;
+    throw new ShapeError(`cannot reshape ${formatShape(from)} (${n} elements) to ${fmt(to)}: ${why}`);
+  }
+  return to.map((d) => (d === -1 ? n / known : d));
+}
+
+export const reshape = defineOp({
+  name: 'reshape',
+  family: 'movement',
+  doc: 'same elements in a new shape (row-major); one dimension may be -1 and is inferred',
+  operands: [{ name: 'x' }],
+  attrs: { shape: { type: 'ints' } },
+  infer: ([x], attrs) => result(x!, resolveReshape(x!.shape, attrs['shape'] as number[])),
+  kernel: ([x], attrs) => [sameData(x!, resolveReshape(x!.shape, attrs['shape'] as number[]))],
+});
+
+// ---- transpose ----
+
+/** The permutation (default: reversed dims), checked to be one of 0..rank-1. */
+export function resolvePerm(shape: Shape, perm: readonly number[] | undefined): number[] {
+  const rank = shape.length;
+  if (perm === undefined) return Array.from({ length: rank }, (_, i) => rank - 1 - i);
+  const seen = new Set(perm);
+  if (perm.length !== rank || seen.size !== rank || perm.some((p) => !Number.isInteger(p) || p < 0 || p >= rank)) {
+    throw new ShapeError(`perm ${fmt(perm)} is not a permutation of 0..${rank - 1} for ${formatShape(shape)}`);
+  }
+  return [...perm];
+}
+
+export const transpose = defineOp({
+  name: 'transpose',
+  family: 'movement',
+  doc: 'permutes dimensions: result dim i is input dim perm[i] (default: reversed)',
+  operands: [{ name: 'x' }],
+  attrs: { perm: { type: 'ints', optional: true } },
+  infer: ([x], attrs) => {
+    const perm = resolvePerm(x!.shape, attrs['perm'] as number[] | undefined);
+    return result(x!, perm.map((p) => x!.shape[p]!));
+  },
+  kernel: ([x], attrs) => {
+    const perm = resolvePerm(x!.shape, attrs['perm'] as number[] | undefined);
+    const st = stridesOf(x!.shape);
+    const outShape = perm.map((p) => x!.shape[p]!);
+    return [gatherOffsets(x!, outShape, perm.map((p, d) => offsets(outShape[d]!, (i) => i * st[p]!)))];
+  },
+});
+
+// ---- slice ----
+
+export interface ResolvedSlice {
+  readonly shape: number[];
+  /** Per input dimension: first index read and the step between reads. */
+  readonly begin: number[];
+  readonly step: number[];
+}
+
+function clamp(x: number, lo: number, hi: number): number {
+  return x < lo ? lo : x > hi ? hi : x;
+}
+
+/** ONNX Slice: negative indices count from the end, bounds clamp, negative steps walk backwards. */
+export function resolveSlice(shape: Shape, attrs: Attrs): ResolvedSlice {
+  const starts = attrs['starts'] as number[];
+  const ends = attrs['ends'] as number[];
+  const axes = (attrs['axes'] as number[] | undefined) ?? starts.map((_, i) => i);
+  const steps = (attrs['steps'] as number[] | undefined) ?? starts.map(() => 1);
+  if (ends.length !== starts.length || axes.length !== starts.length || steps.length !== starts.length) {
+    throw new ShapeError(
+      `starts ${fmt(starts)}, ends ${fmt(ends)}, axes ${fmt(axes)} and steps ${fmt(steps)} must have the same length`,
+    );
+  }
+  const norm = uniqueAxes(axes, shape);
+  const out = [...shape];
+  const begin = shape.map(() => 0);
+  const step = shape.map(() => 1);
+  norm.forEach((a, k) => {
+    const dim = shape[a]!;
+    const s = steps[k]!;
+    if (s === 0) throw new ShapeError(`steps ${fmt(steps)} contain 0`);
+    let lo = starts[k]!;
+    let hi = ends[k]!;
+    if (lo < 0) lo += dim;
+    if (hi < 0) hi += dim;
+    let size: number;
+    if (s > 0) {
+      lo = clamp(lo, 0, dim);
+      hi = clamp(hi, 0, dim);
+      size = hi > lo ? Math.ceil((hi - lo) / s) : 0;
+    } else {
+      lo = clamp(lo, 0, dim - 1);
+      hi = clamp(hi, -1, dim - 1);
+      size = dim > 0 && lo > hi ? Math.ceil((lo - hi) / -s) : 0;
+    }
+    out[a] = size;
+    begin[a] = size > 0 ? lo : 0;
+    step[a] = s;
+  });
+  return { shape: out, begin, step };
+}
+
+export const slice = defineOp({
+  name: 'slice',
+  family: 'movement',
+  doc: 'ONNX Slice: x[starts:ends:steps] on the given axes (negative indices, clamped bounds, negative steps)',
+  operands: [{ name: 'x' }],
+  attrs: {
+    starts: { type: 'ints' },
+    ends: { type: 'ints' },
+    axes: { type: 'ints', optional: true, doc: 'default: 0..len(starts)-1' },
+    steps: { type: 'ints', optional: true, doc: 'default: all 1' },
+  },
+  infer: ([x], attrs) => result(x!, resolveSlice(x!.shape, attrs).shape),
+  kernel: ([x], attrs) => {
+    const r = resolveSlice(x!.shape, attrs);
+    const st = stridesOf(x!.shape);
+    return [gatherOffsets(x!, r.shape, r.shape.map((n, d) => offsets(n, (i) => (r.begin[d]! + i * r.step[d]!) * st[d]!)))];
+  },
+});
+
+// ---- concat / split ----
+
+export const concat = defineOp({
+  name: 'concat',
+  family: 'movement',
+  doc: 'joins tensors along an existing axis; all other dims must match',
+  operands: [{ name: 'xs', variadic: true }],
+  attrs: { axis: { type: 'int' } },
+  infer: (types, attrs) => {
+    const first = types[0]!;
+    if (first.shape.length === 0) throw new ShapeError(`cannot concatenate scalars (operand 0 is ${formatType(first)})`);
+    const axis = axisOf(attrs['axis'] as number, first.shape);
+    const out = [...first.shape];
+    out[axis] = 0;
+    types.forEach((t, i) => {
+      if (t.dtype !== first.dtype) {
+        throw new ShapeError(`operand ${i} is ${formatType(t)} but operand 0 is ${formatType(first)}: dtypes differ (insert a cast)`);
+      }
+      const ok = t.shape.length === first.shape.length && t.shape.every((d, k) => k === axis || d === first.shape[k]);
+      if (!ok) {
+        throw new ShapeError(
+          `operand ${i} has shape ${formatShape(t.shape)} but operand 0 has ${formatShape(first.shape)}: all dims except axis ${attrs['axis']} must match`,
+        );
+      }
+      out[axis]! += t.shape[axis]!;
+    });
+    return [{ dtype: first.dtype, shape: out }];
+  },
+  kernel: (xs, attrs) => {
+    const first = xs[0]!;
+    const axis = axisOf(attrs['axis'] as number, first.shape);
+    const outShape = [...first.shape];
+    outShape[axis] = xs.reduce((n, t) => n + t.shape[axis]!, 0);
+    const outer = numElements(first.shape.slice(0, axis));
+    const inner = numElements(first.shape.slice(axis + 1));
+    const out = allocData(first.dtype, numElements(outShape));
+    let pos = 0;
+    for (let o = 0; o < outer; o++) {
+      for (const t of xs) {
+        const chunk = t.shape[axis]! * inner;
+        out.set(t.data.subarray(o * chunk, (o + 1) * chunk), pos);
+        pos += chunk;
+      }
+    }
+    return [new Tensor(first.dtype, outShape, out)];
+  },
+});
+
+function checkSplit(shape: Shape, attrs: Attrs): { axis: number; sizes: number[] } {
+  if (shape.length === 0) throw new ShapeError(`cannot split a scalar`);
+  const axis = axisOf(attrs['axis'] as number, shape);
+  const sizes = attrs['sizes'] as number[];
+  if (sizes.length === 0) throw new ShapeError(`sizes must not be empty`);
+  if (sizes.some((s) => s < 0)) throw new ShapeError(`sizes ${fmt(sizes)} contain a negative size`);
+  const total = sizes.reduce((a, b) => a + b, 0);
+  if (total !== shape[axis]) {
+    throw new ShapeError(`sizes ${fmt(sizes)} sum to ${total} but axis ${attrs['axis']} of ${formatShape(shape)} has size ${shape[axis]}`);
+  }
+  return { axis, sizes };
+}
+
+export const split = defineOp({
+  name: 'split',
+  family: 'movement',
+  doc: 'cuts a tensor along an axis into consecutive pieces of the given sizes (one result each)',
+  operands: [{ name: 'x' }],
+  attrs: { axis: { type: 'int', default: 0 }, sizes: { type: 'ints' } },
+  infer: ([x], attrs) => {
+    const { axis, sizes } = checkSplit(x!.shape, attrs);
+    return sizes.map((s) => {
+      const shape = [...x!.shape];
+      shape[axis] = s;
+      return { dtype: x!.dtype, shape };
+    });
+  },
+  kernel: ([x], attrs) => {
+    const { axis, sizes } = checkSplit(x!.shape, attrs);
+    const st = stridesOf(x!.shape);
+    let start = 0;
+    return sizes.map((s) => {
+      const shape = [...x!.shape];
+      shape[axis] = s;
+      const offs = identityOffsets(shape, st);
+      offs[axis] = offsets(s, (i) => (start + i) * st[axis]!);
+      start += s;
+      return gatherOffsets(x!, shape, offs);
+    });
+  },
+});
+
+// ---- gather ----
+
+export const gather = defineOp({
+  name: 'gather',
+  family: 'movement',
+  doc: 'ONNX Gather: picks slices along an axis by int32 indices (negative indices count from the end)',
+  operands: [{ name: 'x' }, { name: 'indices', differentiable: false }],
+  attrs: { axis: { type: 'int', default: 0 } },
+  infer: ([x, ind], attrs) => {
+    if (ind!.dtype !== 'int32') throw new ShapeError(`indices must be int32, got ${formatType(ind!)}`);
+    if (x!.shape.length === 0) throw new ShapeError(`cannot gather from a scalar`);
+    const axis = axisOf(attrs['axis'] as number, x!.shape);
+    return result(x!, [...x!.shape.slice(0, axis), ...ind!.shape, ...x!.shape.slice(axis + 1)]);
+  },
+  kernel: ([x, ind], attrs) => {
+    const shape = x!.shape;
+    const axis = axisOf(attrs['axis'] as number, shape);
+    const dim = shape[axis]!;
+    const st = stridesOf(shape);
+    const picks = Array.from(ind!.data, (i) => {
+      if (i < -dim || i >= dim) {
+        throw new Error(`gather: index ${i} is out of range for axis ${axis} of size ${dim} in ${formatShape(shape)}`);
+      }
+      return (i < 0 ? i + dim : i) * st[axis]!;
+    });
+    const flatShape = [...shape.slice(0, axis), picks.length, ...shape.slice(axis + 1)];
+    const offs = identityOffsets(flatShape, st);
+    offs[axis] = picks;
+    const outShape = [...shape.slice(0, axis), ...ind!.shape, ...shape.slice(axis + 1)];
+    return [gatherOffsets(x!, flatShape, offs).reshape(outShape)];
+  },
+});
+
+// ---- squeeze / unsqueeze / flatten ----
+
+function squeezedShape(shape: Shape, axes: readonly number[] | undefined): number[] {
+  if (axes === undefined || axes.length === 0) return shape.filter((d) => d !== 1);
+  const norm = uniqueAxes(axes, shape);
+  for (const a of norm) {
+    if (shape[a] !== 1) throw new ShapeError(`cannot squeeze axis ${a} of size ${shape[a]} in ${formatShape(shape)}`);
+  }
+  return shape.filter((_, i) => !norm.includes(i));
+}
+
+export const squeeze = defineOp({
+  name: 'squeeze',
+  family: 'movement',
+  doc: 'removes size-1 dims: the given axes (each must have size 1), or all of them when axes is absent or empty',
+  operands: [{ name: 'x' }],
+  attrs: { axes: { type: 'ints', optional: true } },
+  infer: ([x], attrs) => result(x!, squeezedShape(x!.shape, attrs['axes'] as number[] | undefined)),
+  kernel: ([x], attrs) => [sameData(x!, squeezedShape(x!.shape, attrs['axes'] as number[] | undefined))],
+});
+
+function unsqueezedShape(shape: Shape, axes: readonly number[]): number[] {
+  const outRank = shape.length + axes.length;
+  const bad = axes.find((a) => a < -outRank || a >= outRank);
+  if (bad !== undefined) {
+    throw new ShapeError(`axis ${bad} is out of range for the rank-${outRank} result of unsqueezing ${formatShape(shape)} by axes ${fmt(axes)}`);
+  }
+  const norm = uniqueAxes(axes, shape, outRank);
+  const out: number[] = [];
+  let k = 0;
+  for (let i = 0; i < outRank; i++) out.push(norm.includes(i) ? 1 : shape[k++]!);
+  return out;
+}
+
+export const unsqueeze = defineOp({
+  name: 'unsqueeze',
+  family: 'movement',
+  doc: 'inserts size-1 dims at the given axes of the result (negative axes count from the end of the result)',
+  operands: [{ name: 'x' }],
+  attrs: { axes: { type: 'ints' } },
+  infer: ([x], attrs) => result(x!, unsqueezedShape(x!.shape, attrs['axes'] as number[])),
+  kernel: ([x], attrs) => [sameData(x!, unsqueezedShape(x!.shape, attrs['axes'] as number[]))],
+});
+
+function flattenedShape(shape: Shape, axis: number): number[] {
+  const rank = shape.length;
+  if (!Number.isInteger(axis) || axis < -rank || axis > rank) {
+    throw new ShapeError(`axis ${axis} is out of range [${-rank}, ${rank}] for ${formatShape(shape)}`);
+  }
+  const a = axis < 0 ? axis + rank : axis;
+  return [numElements(shape.slice(0, a)), numElements(shape.slice(a))];
+}
+
+export const flatten = defineOp({
+  name: 'flatten',
+  family: 'movement',
+  doc: 'ONNX Flatten: 2-D result [prod(dims before axis), prod(dims from axis)]',
+  operands: [{ name: 'x' }],
+  attrs: { axis: { type: 'int', default: 1 } },
+  infer: ([x], attrs) => result(x!, flattenedShape(x!.shape, attrs['axis'] as number)),
+  kernel: ([x], attrs) => [sameData(x!, flattenedShape(x!.shape, attrs['axis'] as number))],
+});
+
+// ---- expand / tile ----
+
+function expandedShape(shape: Shape, target: readonly number[]): number[] {
+  const bad = target.find((d) => d < 0);
+  if (bad !== undefined) throw new ShapeError(`shape ${fmt(target)} has a negative dimension ${bad}`);
+  const n = Math.max(shape.length, target.length);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const a = i < n - shape.length ? 1 : shape[i - (n - shape.length)]!;
+    const b = i < n - target.length ? 1 : target[i - (n - target.length)]!;
+    if (a !== b && a !== 1 && b !== 1) {
+      throw new ShapeError(`cannot expand ${formatShape(shape)} to ${fmt(target)}: dimension ${a} does not broadcast with ${b}`);
+    }
+    out.push(a === 1 ? b : a);
+  }
+  return out;
+}
+
+export const expand = defineOp({
+  name: 'expand',
+  family: 'movement',
+  doc: 'ONNX Expand: broadcasts x and the shape against each other (size-1 dims of either side stretch)',
+  operands: [{ name: 'x' }],
+  attrs: { shape: { type: 'ints' } },
+  infer: ([x], attrs) => result(x!, expandedShape(x!.shape, attrs['shape'] as number[])),
+  kernel: ([x], attrs) => {
+    const outShape = expandedShape(x!.shape, attrs['shape'] as number[]);
+    const bst = broadcastStrides(x!.shape, outShape);
+    return [gatherOffsets(x!, outShape, outShape.map((n, d) => offsets(n, (i) => i * bst[d]!)))];
+  },
+});
+
+function tiledShape(shape: Shape, repeats: readonly number[]): number[] {
+  if (repeats.length !== shape.length) {
+    throw new ShapeError(`repeats ${fmt(repeats)} has ${repeats.length} entries but ${formatShape(shape)} has rank ${shape.length}`);
+  }
+  const bad = repeats.find((r) => r < 0);
+  if (bad !== undefined) throw new ShapeError(`repeats ${fmt(repeats)} contain a negative count ${bad}`);
+  return shape.map((d, i) => d * repeats[i]!);
+}
+
+export const tile = defineOp({
+  name: 'tile',
+  family: 'movement',
+  doc: 'repeats the whole tensor repeats[i] times along each dim i',
+  operands: [{ name: 'x' }],
+  attrs: { repeats: { type: 'ints' } },
+  infer: ([x], attrs) => result(x!, tiledShape(x!.shape, attrs['repeats'] as number[])),
+  kernel: ([x], attrs) => {
+    const shape = x!.shape;
+    const outShape = tiledShape(shape, attrs['repeats'] as number[]);
+    const st = stridesOf(shape);
+    return [gatherOffsets(x!, outShape, outShape.map((n, d) => offsets(n, (i) => (i % shape[d]!) * st[d]!)))];
+  },
+});
+
+// ---- pad ----
+
+type PadMode = 'constant' | 'reflect' | 'edge';
+
+function checkPads(shape: Shape, pads: readonly number[], mode: PadMode): number[] {
+  const rank = shape.length;
+  if (pads.length !== 2 * rank) {
+    throw new ShapeError(`pads ${fmt(pads)} has ${pads.length} entries but ${formatShape(shape)} needs ${2 * rank} (all begins, then all ends)`);
+  }
+  return shape.map((dim, i) => {
+    const b = pads[i]!;
+    const e = pads[i + rank]!;
+    const size = dim + b + e;
+    if (b < -dim || e < -dim || size < 0) {
+      throw new ShapeError(`pads ${fmt(pads)} remove more than the ${dim} elements of axis ${i} of ${formatShape(shape)}`);
+    }
+    if (mode === 'reflect' && ((b > 0 && b >= dim) || (e > 0 && e >= dim))) {
+      throw new ShapeError(`reflect pads ${fmt(pads)} must be smaller than the size ${dim} of axis ${i} of ${formatShape(shape)}`);
+    }
+    if (mode === 'edge' && dim === 0 && size > 0) {
+      throw new ShapeError(`edge pads ${fmt(pads)} need a non-empty axis ${i} of ${formatShape(shape)}`);
+    }
+    return size;
+  });
+}
+
+/** Input index read for output index `o` of a padded axis, or -1 for the constant fill. */
+export function padSourceIndex(o: number, begin: number, dim: number, mode: PadMode): number {
+  const i = o - begin;
+  if (i >= 0 && i < dim) return i;
+  switch (mode) {
+    case 'constant':
+      return -1;
+    case 'edge':
+      return i < 0 ? 0 : dim - 1;
+    case 'reflect':
+      return i < 0 ? -i : 2 * (dim - 1) - i;
+  }
+}
+
+export const pad = defineOp({
+  name: 'pad',
+  family: 'movement',
+  doc: 'ONNX Pad: pads = all begins then all ends (negative crops); constant fill, reflect (mirror without the edge) or edge (repeat the edge)',
+  operands: [{ name: 'x' }],
+  attrs: {
+    pads: { type: 'ints' },
+    mode: { type: 'string', default: 'constant', values: ['constant', 'reflect', 'edge'] },
+    value: { type: 'float', default: 0, doc: 'fill value of constant mode' },
+  },
+  infer: ([x], attrs) => result(x!, checkPads(x!.shape, attrs['pads'] as number[], attrs['mode'] as PadMode)),
+  kernel: ([x], attrs) => {
+    const shape = x!.shape;
+    const pads = attrs['pads'] as number[];
+    const mode = attrs['mode'] as PadMode;
+    const outShape = checkPads(shape, pads, mode);
+    const st = stridesOf(shape);
+    const offs = outShape.map((n, d) =>
+      offsets(n, (o) => {
+        const i = padSourceIndex(o, pads[d]!, shape[d]!, mode);
+        return i < 0 ? -1 : i * st[d]!;
+      }),
+    );
+    return [gatherOffsets(x!, outShape, offs, attrs['value'] as number)];
+  },
+});
+
+// ---- dynamic_slice ----
+
+function dynamicSliceShape(x: TensorType, start: TensorType, attrs: Attrs): { axis: number; shape: number[] } {
+  if (start.dtype !== 'int32' || start.shape.length !== 0) {
+    throw new ShapeError(`start must be an int32 scalar, got ${formatType(start)}`);
+  }
+  const axis = axisOf(attrs['axis'] as number, x.shape);
+  const size = attrs['size'] as number;
+  if (size < 0 || size > x.shape[axis]!) {
+    throw new ShapeError(`size ${size} does not fit axis ${attrs['axis']} of size ${x.shape[axis]} in ${formatShape(x.shape)}`);
+  }
+  const shape = [...x.shape];
+  shape[axis] = size;
+  return { axis, shape };
+}
+
+export const dynamicSlice = defineOp({
+  name: 'dynamic_slice',
+  family: 'movement',
+  doc: '`size` consecutive elements along `axis` from a run-time start, clamped to [0, dim - size]',
+  operands: [{ name: 'x' }, { name: 'start', differentiable: false }],
+  attrs: { axis: { type: 'int' }, size: { type: 'int' } },
+  infer: ([x, start], attrs) => result(x!, dynamicSliceShape(x!, start!, attrs).shape),
+  kernel: ([x, start], attrs) => {
+    const { axis, shape } = dynamicSliceShape(x!, start!, attrs);
+    const size = shape[axis]!;
+    const s = clamp(start!.data[0]!, 0, x!.shape[axis]! - size);
+    const st = stridesOf(x!.shape);
+    const offs = identityOffsets(shape, st);
+    offs[axis] = offsets(size, (i) => (s + i) * st[axis]!);
+    return [gatherOffsets(x!, shape, offs)];
+  },
+});
+
+export const MOVEMENT_OPS: OpDef[] = [
+  reshape, transpose, slice, concat, split, gather, squeeze, unsqueeze, expand, flatten, pad, tile, dynamicSlice,
+];

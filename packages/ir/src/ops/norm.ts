@@ -1,3 +1,239 @@
-import { OpDef } from '../opdef.js';
+import { Attrs } from '../attributes.js';
+import { dtypeShortName, isFloat } from '../dtype.js';
+import { broadcastStrides, fromValues } from '../kernels/elementwise.js';
+import { OpDef, defineOp } from '../opdef.js';
+import { Shape, ShapeError, TensorType, formatShape, normalizeAxis, numElements, shapesEqual, stridesOf } from '../shape.js';
 
-export const NORM_OPS: OpDef[] = [];
+/** Normalisations: batch, layer and group norm. All statistics are computed in float64, two-pass. */
+
+const OPERAND_NAMES: Readonly<Record<string, readonly string[]>> = {
+  batch_norm: ['x', 'scale', 'bias', 'mean', 'var'],
+  layer_norm: ['x', 'scale', 'bias'],
+  group_norm: ['x', 'scale', 'bias'],
+};
+
+function checkFloatOperands(op: string, types: readonly TensorType[]): void {
+  const d = types[0]!.dtype;
+  if (!isFloat(d)) throw new ShapeError(`input must be float, got ${dtypeShortName(d)}`);
+  types.forEach((t, i) => {
+    if (t.dtype !== d) {
+      throw new ShapeError(`${OPERAND_NAMES[op]![i]} has type ${dtypeShortName(t.dtype)} but the input has ${dtypeShortName(d)} (insert a cast)`);
+    }
+  });
+}
+
+function checkEpsilon(attrs: Attrs): number {
+  const eps = attrs['epsilon'] as number;
+  if (!(eps >= 0)) throw new ShapeError(`epsilon must be non-negative, got ${eps}`);
+  return eps;
+}
+
+/** Each per-channel operand (index ≥ 1) must be [C]. */
+function checkChannelVectors(op: string, types: readonly TensorType[], c: number): void {
+  const x = types[0]!;
+  for (let i = 1; i < types.length; i++) {
+    const s = types[i]!.shape;
+    if (s.length !== 1 || s[0] !== c) {
+      throw new ShapeError(`${OPERAND_NAMES[op]![i]} ${formatShape(s)} must have shape [${c}] (the channels, dim 1, of ${formatShape(x.shape)})`);
+    }
+  }
+}
+
+// ---- batch_norm ----
+
+function batchNormCount(x: Shape): number {
+  return x[0]! * numElements(x.slice(2));
+}
+
+export const batch_norm = defineOp({
+  name: 'batch_norm',
+  family: 'norm',
+  doc:
+    'Batch normalisation over channel dim 1: y = (x - mean) / sqrt(var + epsilon) * scale + bias. Inference uses the running mean/var; ' +
+    'training uses the batch statistics (biased variance) and also returns the new running mean and var: running*momentum + batch*(1-momentum), with the unbiased batch variance.',
+  operands: [{ name: 'x' }, { name: 'scale' }, { name: 'bias' }, { name: 'mean', differentiable: false }, { name: 'var', differentiable: false }],
+  attrs: {
+    epsilon: { type: 'float', default: 1e-5 },
+    momentum: { type: 'float', default: 0.9, doc: 'weight of the old running statistics (ONNX convention)' },
+    training: { type: 'bool', default: false },
+  },
+  infer: (types, attrs) => {
+    checkFloatOperands('batch_norm', types);
+    checkEpsilon(attrs);
+    const x = types[0]!;
+    if (x.shape.length < 2) throw new ShapeError(`input must have rank 2 or more [N,C,...], got ${formatShape(x.shape)}`);
+    const c = x.shape[1]!;
+    checkChannelVectors('batch_norm', types, c);
+    const y = { dtype: x.dtype, shape: [...x.shape] };
+    if (!attrs['training']) return [y];
+    if (batchNormCount(x.shape) <= 1) {
+      throw new ShapeError(`training needs more than one value per channel, input ${formatShape(x.shape)} has ${batchNormCount(x.shape)}`);
+    }
+    return [y, { dtype: x.dtype, shape: [c] }, { dtype: x.dtype, shape: [c] }];
+  },
+  kernel: ([x, scale, bias, mean, variance], attrs) => {
+    const eps = attrs['epsilon'] as number;
+    const momentum = attrs['momentum'] as number;
+    const training = attrs['training'] as boolean;
+    const [N, C] = x!.shape as [number, number];
+    const S = numElements(x!.shape.slice(2));
+    const count = N * S;
+    const xd = x!.data;
+    const y = new Float64Array(xd.length);
+    const runMean = new Float64Array(C);
+    const runVar = new Float64Array(C);
+    for (let c = 0; c < C; c++) {
+      let mu: number;
+      let v: number;
+      if (training) {
+        let s = 0;
+        for (let n = 0; n < N; n++) for (let i = 0; i < S; i++) s += xd[(n * C + c) * S + i]!;
+        mu = s / count;
+        let q = 0;
+        for (let n = 0; n < N; n++) {
+          for (let i = 0; i < S; i++) {
+            const d = xd[(n * C + c) * S + i]! - mu;
+            q += d * d;
+          }
+        }
+        v = q / count;
+        runMean[c] = mean!.data[c]! * momentum + mu * (1 - momentum);
+        runVar[c] = variance!.data[c]! * momentum + (q / (count - 1)) * (1 - momentum);
+      } else {
+        mu = mean!.data[c]!;
+        v = variance!.data[c]!;
+      }
+      const a = scale!.data[c]! / Math.sqrt(v + eps);
+      const b = bias!.data[c]!;
+      for (let n = 0; n < N; n++) {
+        for (let i = 0; i < S; i++) {
+          const k = (n * C + c) * S + i;
+          y[k] = (xd[k]! - mu) * a + b;
+        }
+      }
+    }
+    const yt = fromValues(x!.dtype, x!.shape, y);
+    if (!training) return [yt];
+    return [yt, fromValues(x!.dtype, [C], runMean), fromValues(x!.dtype, [C], runVar)];
+  },
+});
+
+// ---- layer_norm ----
+
+/** scale/bias must broadcast (unidirectionally) to the normalised dims. */
+function checkAffine(name: string, s: Shape, norm: Shape, x: Shape, axis: number): void {
+  const ok = s.length <= norm.length && s.every((d, i) => d === 1 || d === norm[norm.length - s.length + i]);
+  if (!ok) {
+    throw new ShapeError(
+      `${name} ${formatShape(s)} does not broadcast to the normalised dims ${formatShape(norm)} of ${formatShape(x)} (axis ${axis})`,
+    );
+  }
+}
+
+/** Offsets into a tensor of shape `s` for each position of `norm` (row-major). */
+function broadcastIndex(s: Shape, norm: Shape): Int32Array {
+  const n = numElements(norm);
+  const idx = new Int32Array(n);
+  const bs = broadcastStrides(s, norm);
+  const ns = stridesOf(norm);
+  for (let i = 0; i < n; i++) {
+    let off = 0;
+    for (let d = 0; d < norm.length; d++) off += Math.floor(i / ns[d]!) % norm[d]! * bs[d]!;
+    idx[i] = off;
+  }
+  return idx;
+}
+
+/** Normalises each of `groups` contiguous runs of `size` values; `affine(k, j)` maps element j of run k. */
+function normalizeRuns(xd: ArrayLike<number>, groups: number, size: number, eps: number, affine: (run: number, j: number, v: number) => number): Float64Array {
+  const y = new Float64Array(groups * size);
+  for (let g = 0; g < groups; g++) {
+    const base = g * size;
+    let s = 0;
+    for (let j = 0; j < size; j++) s += xd[base + j]!;
+    const mu = s / size;
+    let q = 0;
+    for (let j = 0; j < size; j++) {
+      const d = xd[base + j]! - mu;
+      q += d * d;
+    }
+    const inv = 1 / Math.sqrt(q / size + eps);
+    for (let j = 0; j < size; j++) y[base + j] = affine(g, j, (xd[base + j]! - mu) * inv);
+  }
+  return y;
+}
+
+export const layer_norm = defineOp({
+  name: 'layer_norm',
+  family: 'norm',
+  doc: 'Layer normalisation over dims axis..rank-1 (ONNX LayerNormalization), then optional scale and bias broadcast over those dims.',
+  operands: [{ name: 'x' }, { name: 'scale', optional: true }, { name: 'bias', optional: true }],
+  attrs: {
+    axis: { type: 'int', default: -1 },
+    epsilon: { type: 'float', default: 1e-5 },
+  },
+  infer: (types, attrs) => {
+    checkFloatOperands('layer_norm', types);
+    checkEpsilon(attrs);
+    const x = types[0]!;
+    if (x.shape.length === 0) throw new ShapeError('input must have rank 1 or more, got []');
+    const axis = normalizeAxis(attrs['axis'] as number, x.shape.length);
+    const norm = x.shape.slice(axis);
+    if (types[1]) checkAffine('scale', types[1].shape, norm, x.shape, attrs['axis'] as number);
+    if (types[2]) checkAffine('bias', types[2].shape, norm, x.shape, attrs['axis'] as number);
+    return [{ dtype: x.dtype, shape: [...x.shape] }];
+  },
+  kernel: ([x, scale, bias], attrs) => {
+    const axis = normalizeAxis(attrs['axis'] as number, x!.shape.length);
+    const norm = x!.shape.slice(axis);
+    const size = numElements(norm);
+    const groups = size === 0 ? 0 : x!.size / size;
+    const si = scale && !shapesEqual(scale.shape, norm) ? broadcastIndex(scale.shape, norm) : undefined;
+    const bi = bias && !shapesEqual(bias.shape, norm) ? broadcastIndex(bias.shape, norm) : undefined;
+    const y = normalizeRuns(x!.data, groups, size, attrs['epsilon'] as number, (_g, j, v) => {
+      const a = scale ? scale.data[si ? si[j]! : j]! : 1;
+      const b = bias ? bias.data[bi ? bi[j]! : j]! : 0;
+      return v * a + b;
+    });
+    return [fromValues(x!.dtype, x!.shape, y)];
+  },
+});
+
+// ---- group_norm ----
+
+export const group_norm = defineOp({
+  name: 'group_norm',
+  family: 'norm',
+  doc: 'Group normalisation of x[N,C,...]: statistics over each group of C/num_groups channels and all spatial dims, then per-channel scale and bias (ONNX GroupNormalization-21).',
+  operands: [{ name: 'x' }, { name: 'scale' }, { name: 'bias' }],
+  attrs: {
+    num_groups: { type: 'int' },
+    epsilon: { type: 'float', default: 1e-5 },
+  },
+  infer: (types, attrs) => {
+    checkFloatOperands('group_norm', types);
+    checkEpsilon(attrs);
+    const x = types[0]!;
+    if (x.shape.length < 2) throw new ShapeError(`input must have rank 2 or more [N,C,...], got ${formatShape(x.shape)}`);
+    const c = x.shape[1]!;
+    const g = attrs['num_groups'] as number;
+    if (g < 1 || c % g !== 0) throw new ShapeError(`num_groups ${g} does not divide the ${c} channels of ${formatShape(x.shape)}`);
+    checkChannelVectors('group_norm', types, c);
+    return [{ dtype: x.dtype, shape: [...x.shape] }];
+  },
+  kernel: ([x, scale, bias], attrs) => {
+    const G = attrs['num_groups'] as number;
+    const [N, C] = x!.shape as [number, number];
+    const S = numElements(x!.shape.slice(2));
+    const perGroup = C / G;
+    const size = perGroup * S;
+    // runs are contiguous: group g of sample n covers channels g*perGroup.. of that sample
+    const y = normalizeRuns(x!.data, N * G, size, attrs['epsilon'] as number, (run, j, v) => {
+      const c = (run % G) * perGroup + Math.floor(j / S);
+      return v * scale!.data[c]! + bias!.data[c]!;
+    });
+    return [fromValues(x!.dtype, x!.shape, y)];
+  },
+});
+
+export const NORM_OPS: OpDef[] = [batch_norm, layer_norm, group_norm];
