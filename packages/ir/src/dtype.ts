@@ -1,12 +1,17 @@
-/** Element types of the IR. int64/float64 exist only at import time and are narrowed (see narrow.ts). */
-export type DType = 'float32' | 'float16' | 'int32' | 'uint32' | 'bool';
+/**
+ * Element types of the IR. float64 is a host-only type (reference interpreter, gradient checks,
+ * float64 oracles); the device types are float32, float16, int32, uint32 and bool. ONNX int64 is
+ * narrowed to int32 at import.
+ */
+export type DType = 'float32' | 'float16' | 'float64' | 'int32' | 'uint32' | 'bool';
 
-export const DTYPES: readonly DType[] = ['float32', 'float16', 'int32', 'uint32', 'bool'];
+export const DTYPES: readonly DType[] = ['float32', 'float16', 'float64', 'int32', 'uint32', 'bool'];
 
 /** Short spellings used by the text IR and diagnostics. */
 const SHORT: Record<DType, string> = {
   float32: 'f32',
   float16: 'f16',
+  float64: 'f64',
   int32: 'i32',
   uint32: 'u32',
   bool: 'bool',
@@ -26,7 +31,7 @@ export function parseDType(s: string): DType | undefined {
 }
 
 export function isFloat(t: DType): boolean {
-  return t === 'float32' || t === 'float16';
+  return t === 'float32' || t === 'float16' || t === 'float64';
 }
 export function isInteger(t: DType): boolean {
   return t === 'int32' || t === 'uint32';
@@ -40,6 +45,8 @@ export function dtypeByteSize(t: DType): number {
   switch (t) {
     case 'float16':
       return 2;
+    case 'float64':
+      return 8;
     case 'bool':
       return 1;
     default:
@@ -94,3 +101,6 @@ export function roundToHalf(x: number): number {
 
 /** Largest finite float16 value. */
 export const HALF_MAX = 65504;
+
+/** Types the device (and so the code generator) supports. */
+export const DEVICE_DTYPES: readonly DType[] = ['float32', 'float16', 'int32', 'uint32', 'bool'];

@@ -2,7 +2,7 @@ import { DType, roundToHalf } from './dtype.js';
 import { Shape, ShapeError, formatShape, numElements, stridesOf } from './shape.js';
 
 /** float32 and float16 are both held as Float32Array; float16 values are always exactly representable in half. */
-export type TensorData = Float32Array | Int32Array | Uint32Array | Uint8Array;
+export type TensorData = Float32Array | Float64Array | Int32Array | Uint32Array | Uint8Array;
 
 /** Largest tensor the host will allocate (elements); guards against absurd shapes from bad input. */
 export const MAX_TENSOR_ELEMENTS = 2 ** 31 - 1;
@@ -15,6 +15,8 @@ export function allocData(dtype: DType, n: number): TensorData {
     case 'float32':
     case 'float16':
       return new Float32Array(n);
+    case 'float64':
+      return new Float64Array(n);
     case 'int32':
       return new Int32Array(n);
     case 'uint32':
@@ -31,6 +33,8 @@ export function castScalar(dtype: DType, x: number): number {
       return Math.fround(x);
     case 'float16':
       return roundToHalf(x);
+    case 'float64':
+      return x;
     case 'int32':
       return Number.isNaN(x) ? 0 : Math.trunc(x) | 0;
     case 'uint32':

@@ -72,7 +72,7 @@ describe('pass-through annotations', () => {
     expect(getOpDef('ipu_print_tensor')!.sideEffects).toBe(true);
     expect(getOpDef('identity_loss')!.sideEffects).toBe(true);
     expect(getOpDef('identity')!.sideEffects).toBeFalsy();
-    for (const name of [...PASS_THROUGH, 'identity_loss']) expect(getOpDef(name)!.grad).toBeUndefined();
+    for (const name of [...PASS_THROUGH, 'identity_loss']) expect(typeof getOpDef(name)!.grad).toBe('function');
   });
 });
 

@@ -1,7 +1,9 @@
 import { dtypeShortName, isFloat, roundToHalf } from '../dtype.js';
 import { storeConverter } from '../kernels/elementwise.js';
-import { OpDef, OperandSpec, defineOp } from '../opdef.js';
-import { ShapeError, TensorType } from '../shape.js';
+import type { Value } from '../graph.js';
+import { GradContext, OpDef, OperandSpec, defineOp } from '../opdef.js';
+import { ShapeError, TensorType, numElements } from '../shape.js';
+import { scalarLike } from './gradutil.js';
 import { Tensor, allocData } from '../tensor.js';
 import { AttrSpec } from '../attributes.js';
 
@@ -16,6 +18,11 @@ function sameType([x]: readonly TensorType[]): TensorType[] {
   return [{ dtype: x!.dtype, shape: [...x!.shape] }];
 }
 
+/** The gradient of an op returning its operand: the result's gradient, unchanged. */
+function passGrad(ctx: GradContext): (Value | undefined)[] {
+  return [ctx.outputGrads[0]];
+}
+
 function passThrough(name: string, doc: string, attrs: Record<string, AttrSpec> = {}, check?: (a: Readonly<Record<string, unknown>>) => void): OpDef {
   return defineOp({
     name,
@@ -28,6 +35,8 @@ function passThrough(name: string, doc: string, attrs: Record<string, AttrSpec> 
       return sameType(types);
     },
     kernel: ([x]) => [x!],
+    grad: passGrad,
+    saves: {},
   });
 }
 
@@ -89,6 +98,8 @@ export const ipuPrintTensor = defineOp({
     ctx.print(title === '' ? values : `${title}: ${values}`);
     return [x!];
   },
+  grad: passGrad,
+  saves: {},
 });
 
 export const identityLoss = defineOp({
@@ -113,6 +124,18 @@ export const identityLoss = defineOp({
     out[0] = conv ? conv(v) : v;
     return [new Tensor(x!.dtype, [], out)];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined];
+    const reduction = ctx.op.attrs['reduction'] as string;
+    if (reduction === 'none') return [g];
+    const b = ctx.b;
+    const shape = ctx.inputs[0]!.type.shape;
+    // divided, as the forward divides the sum (an empty x has an empty gradient whatever the scale)
+    const scaled = reduction === 'mean' ? b.op('div', [g, scalarLike(b, g, numElements(shape) || 1)]) : g;
+    return [shape.length === 0 ? scaled : b.op('expand', [scaled], { shape: [...shape] })];
+  },
+  saves: {},
 });
 
 export const ANNOTATION_OPS: OpDef[] = [identity, identityLoss, recomputationCheckpoint, nop, setAvailableMemory, ipuPrintTensor];

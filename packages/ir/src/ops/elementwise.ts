@@ -1,9 +1,12 @@
 import { Attrs } from '../attributes.js';
 import { DType, dtypeShortName, isFloat } from '../dtype.js';
 import { mapBinary, mapNary, mapUnary } from '../kernels/elementwise.js';
-import { OpDef, defineOp } from '../opdef.js';
+import type { GraphBuilder } from '../builder.js';
+import type { Value } from '../graph.js';
+import { GradRule, OpDef, defineOp } from '../opdef.js';
 import { ShapeError, TensorType, broadcastAll } from '../shape.js';
 import { Tensor } from '../tensor.js';
+import { maskLike, mulSum, scalarLike, sumToShape, zerosLike } from './gradutil.js';
 import { erf } from './math.js';
 
 /** Element-wise arithmetic, activations, comparisons, logic and casts, with NumPy broadcasting. */
@@ -49,7 +52,14 @@ function unary(name: string, doc: string, kind: Kind, f: (x: number, attrs: Attr
 }
 
 /** Binary op whose result has the operands' dtype. `fi` is used for integer dtypes when given. */
-function binary(name: string, doc: string, kind: Kind, f: (x: number, y: number) => number, fi?: (x: number, y: number, t: DType) => number): OpDef {
+function binary(
+  name: string,
+  doc: string,
+  kind: Kind,
+  f: (x: number, y: number) => number,
+  fi: ((x: number, y: number, t: DType) => number) | undefined,
+  extra: Partial<OpDef>,
+): OpDef {
   return defineOp({
     name,
     family: 'elementwise',
@@ -66,6 +76,7 @@ function binary(name: string, doc: string, kind: Kind, f: (x: number, y: number)
       const g = fi && !isFloat(t) ? (x: number, y: number) => fi(x, y, t) : f;
       return [mapBinary(a!, b!, t, g)];
     },
+    ...extra,
   });
 }
 
@@ -123,36 +134,132 @@ function intPow(x: number, y: number, t: DType): number {
   return r;
 }
 
+// ---- gradient rules ----
+
+/** A rule given the result's gradient `g`; operands without a gradient get undefined when `g` is absent. */
+function rule(f: (b: GraphBuilder, g: Value, xs: readonly Value[], y: Value, attrs: Attrs) => (Value | undefined)[]): GradRule {
+  return (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return ctx.inputs.map(() => undefined);
+    return f(ctx.b, g, ctx.inputs, ctx.outputs[0]!, ctx.op.attrs);
+  };
+}
+
+/** Unary rule g·f'(x) where `deriv` builds f' from the operand x and the result y. */
+function chain(deriv: (b: GraphBuilder, x: Value, y: Value) => Value): GradRule {
+  return rule((b, g, [x], y) => [b.op('mul', [g, deriv(b, x!, y)])]);
+}
+
+const c = (b: GraphBuilder, like: Value, v: number) => scalarLike(b, like, v);
+
+/** Rounding ops are flat almost everywhere: a zero gradient (torch), so chains through them still work. */
+const zeroGrad = {
+  grad: rule((b, _g, [x]) => [isFloat(x!.type.dtype) ? zerosLike(b, x!) : undefined]),
+  saves: {},
+} satisfies Partial<OpDef>;
+
+const SAVES_X = { operands: [0] } as const;
+const SAVES_Y = { results: [0] } as const;
+
+/**
+ * Mask sending the gradient of max(a, b) (or min) to a: 1 where a wins, 1/2 on ties (torch
+ * splits ties evenly), 0 where b wins; b gets 1 - mask.
+ */
+function winnerMask(b: GraphBuilder, x: Value, y: Value, wins: 'greater' | 'less'): Value {
+  const win = maskLike(b, b.op(wins, [x, y]), x);
+  const tie = maskLike(b, b.op('equal', [x, y]), x);
+  return b.op('add', [win, b.op('mul', [tie, c(b, x, 0.5)])]);
+}
+
+function minMaxGrad(wins: 'greater' | 'less'): Partial<OpDef> {
+  return {
+    grad: rule((b, g, [x, y]) => {
+      const m = winnerMask(b, x!, y!, wins);
+      const rest = b.op('sub', [c(b, m, 1), m]);
+      return [mulSum(b, g, m, x!.type.shape), mulSum(b, g, rest, y!.type.shape)];
+    }),
+    saves: { operands: [0, 1] },
+  };
+}
+
 /** Round half to even, as ONNX Round and numpy.round do. */
 export function roundHalfEven(x: number): number {
   const r = Math.round(x);
   return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-export const add = binary('add', 'a + b', 'numeric', (x, y) => x + y);
-export const sub = binary('sub', 'a - b', 'numeric', (x, y) => x - y);
-export const mul = binary('mul', 'a * b', 'numeric', (x, y) => x * y, intMul);
-export const div = binary('div', 'a / b (integer division truncates toward zero)', 'numeric', (x, y) => x / y, intDiv);
-export const pow = binary('pow', 'a ** b', 'numeric', (x, y) => Math.pow(x, y), intPow);
-export const max = binary('max', 'element-wise maximum (NaN propagates)', 'numeric', (x, y) => (Number.isNaN(x) || Number.isNaN(y) ? NaN : Math.max(x, y)));
-export const min = binary('min', 'element-wise minimum (NaN propagates)', 'numeric', (x, y) => (Number.isNaN(x) || Number.isNaN(y) ? NaN : Math.min(x, y)));
+export const add = binary('add', 'a + b', 'numeric', (x, y) => x + y, undefined, {
+  grad: rule((b, g, [x, y]) => [sumToShape(b, g, x!.type.shape), sumToShape(b, g, y!.type.shape)]),
+  saves: {},
+});
+export const sub = binary('sub', 'a - b', 'numeric', (x, y) => x - y, undefined, {
+  grad: rule((b, g, [x, y]) => [sumToShape(b, g, x!.type.shape), b.op('neg', [sumToShape(b, g, y!.type.shape)])]),
+  saves: {},
+});
+export const mul = binary('mul', 'a * b', 'numeric', (x, y) => x * y, intMul, {
+  grad: rule((b, g, [x, y]) => [mulSum(b, g, y!, x!.type.shape), mulSum(b, g, x!, y!.type.shape)]),
+  saves: { operands: [0, 1] },
+});
+export const div = binary('div', 'a / b (integer division truncates toward zero)', 'numeric', (x, y) => x / y, intDiv, {
+  // d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b
+  grad: rule((b, g, [x, y], q) => {
+    const gq = b.op('div', [g, y!]);
+    return [sumToShape(b, gq, x!.type.shape), b.op('neg', [mulSum(b, gq, q, y!.type.shape)])];
+  }),
+  saves: { operands: [1], results: [0] },
+});
+export const pow = binary('pow', 'a ** b', 'numeric', (x, y) => Math.pow(x, y), intPow, {
+  // da = g·b·a^(b-1) (0 where b = 0); db = g·a^b·log(a) (0 where a = 0 and b >= 0), as torch
+  grad: rule((b, g, [x, y], r) => {
+    const zero = c(b, x!, 0);
+    const da = b.op('mul', [y!, b.op('pow', [x!, b.op('sub', [y!, c(b, y!, 1)])])]);
+    const daMasked = b.op('where', [b.op('equal', [y!, zero]), zero, da]);
+    const db = b.op('mul', [r, b.op('log', [x!])]);
+    const flat = b.op('and', [b.op('equal', [x!, zero]), b.op('not', [b.op('less', [y!, zero])])]);
+    const dbMasked = b.op('where', [flat, zero, db]);
+    return [mulSum(b, g, daMasked, x!.type.shape), mulSum(b, g, dbMasked, y!.type.shape)];
+  }),
+  saves: { operands: [0, 1], results: [0] },
+});
+export const max = binary('max', 'element-wise maximum (NaN propagates)', 'numeric', (x, y) => (Number.isNaN(x) || Number.isNaN(y) ? NaN : Math.max(x, y)), undefined, minMaxGrad('greater'));
+export const min = binary('min', 'element-wise minimum (NaN propagates)', 'numeric', (x, y) => (Number.isNaN(x) || Number.isNaN(y) ? NaN : Math.min(x, y)), undefined, minMaxGrad('less'));
 
-export const neg = unary('neg', '-x', 'numeric', (x) => -x);
-export const abs = unary('abs', '|x|', 'numeric', (x) => Math.abs(x));
-export const exp = unary('exp', 'e ** x', 'float', Math.exp);
-export const log = unary('log', 'natural logarithm', 'float', Math.log);
-export const sqrt = unary('sqrt', 'square root', 'float', Math.sqrt);
-export const reciprocal = unary('reciprocal', '1 / x', 'float', (x) => 1 / x);
-export const tanh = unary('tanh', 'hyperbolic tangent', 'float', Math.tanh);
-export const sigmoid = unary('sigmoid', '1 / (1 + e ** -x)', 'float', (x) => (x >= 0 ? 1 / (1 + Math.exp(-x)) : Math.exp(x) / (1 + Math.exp(x))));
-export const relu = unary('relu', 'max(x, 0)', 'numeric', (x) => (x > 0 ? x : Number.isNaN(x) ? x : 0));
-export const erfOp = unary('erf', 'the error function', 'float', erf);
-export const sin = unary('sin', 'sine', 'float', Math.sin);
-export const cos = unary('cos', 'cosine', 'float', Math.cos);
-export const floor = unary('floor', 'round toward -inf', 'float', Math.floor, { grad: 'none' });
-export const ceil = unary('ceil', 'round toward +inf', 'float', Math.ceil, { grad: 'none' });
-export const round = unary('round', 'round half to even', 'float', roundHalfEven, { grad: 'none' });
-export const sign = unary('sign', '-1, 0 or 1', 'numeric', (x) => (Number.isNaN(x) ? NaN : x > 0 ? 1 : x < 0 ? -1 : 0), { grad: 'none' });
+export const neg = unary('neg', '-x', 'numeric', (x) => -x, { grad: rule((b, g) => [b.op('neg', [g])]), saves: {} });
+export const abs = unary('abs', '|x|', 'numeric', (x) => Math.abs(x), { grad: chain((b, x) => b.op('sign', [x])), saves: SAVES_X });
+export const exp = unary('exp', 'e ** x', 'float', Math.exp, { grad: chain((_b, _x, y) => y), saves: SAVES_Y });
+export const log = unary('log', 'natural logarithm', 'float', Math.log, { grad: rule((b, g, [x]) => [b.op('div', [g, x!])]), saves: SAVES_X });
+export const sqrt = unary('sqrt', 'square root', 'float', Math.sqrt, {
+  grad: rule((b, g, _xs, y) => [b.op('div', [g, b.op('mul', [y, c(b, y, 2)])])]),
+  saves: SAVES_Y,
+});
+export const reciprocal = unary('reciprocal', '1 / x', 'float', (x) => 1 / x, {
+  grad: rule((b, g, _xs, y) => [b.op('neg', [b.op('mul', [g, b.op('mul', [y, y])])])]),
+  saves: SAVES_Y,
+});
+export const tanh = unary('tanh', 'hyperbolic tangent', 'float', Math.tanh, {
+  grad: chain((b, _x, y) => b.op('sub', [c(b, y, 1), b.op('mul', [y, y])])),
+  saves: SAVES_Y,
+});
+export const sigmoid = unary('sigmoid', '1 / (1 + e ** -x)', 'float', (x) => (x >= 0 ? 1 / (1 + Math.exp(-x)) : Math.exp(x) / (1 + Math.exp(x))), {
+  grad: chain((b, _x, y) => b.op('mul', [y, b.op('sub', [c(b, y, 1), y])])),
+  saves: SAVES_Y,
+});
+export const relu = unary('relu', 'max(x, 0)', 'numeric', (x) => (x > 0 ? x : Number.isNaN(x) ? x : 0), {
+  // gradient where the result is positive (torch's threshold_backward: 0 at x = 0)
+  grad: chain((b, _x, y) => maskLike(b, b.op('greater', [y, c(b, y, 0)]), y)),
+  saves: SAVES_Y,
+});
+export const erfOp = unary('erf', 'the error function', 'float', erf, {
+  // 2/sqrt(pi)·exp(-x²)
+  grad: chain((b, x) => b.op('mul', [c(b, x, 2 / Math.sqrt(Math.PI)), b.op('exp', [b.op('neg', [b.op('mul', [x, x])])])])),
+  saves: SAVES_X,
+});
+export const sin = unary('sin', 'sine', 'float', Math.sin, { grad: chain((b, x) => b.op('cos', [x])), saves: SAVES_X });
+export const cos = unary('cos', 'cosine', 'float', Math.cos, { grad: chain((b, x) => b.op('neg', [b.op('sin', [x])])), saves: SAVES_X });
+export const floor = unary('floor', 'round toward -inf', 'float', Math.floor, zeroGrad);
+export const ceil = unary('ceil', 'round toward +inf', 'float', Math.ceil, zeroGrad);
+export const round = unary('round', 'round half to even', 'float', roundHalfEven, zeroGrad);
+export const sign = unary('sign', '-1, 0 or 1', 'numeric', (x) => (Number.isNaN(x) ? NaN : x > 0 ? 1 : x < 0 ? -1 : 0), zeroGrad);
 
 export const gelu = defineOp({
   name: 'gelu',
@@ -173,7 +280,28 @@ export const gelu = defineOp({
       ),
     ];
   },
+  grad: rule((b, g, [x], _y, attrs) => [b.op('mul', [g, geluDerivative(b, x!, attrs['approximate'] === 'tanh')])]),
+  saves: SAVES_X,
 });
+
+function geluDerivative(b: GraphBuilder, x: Value, tanhApprox: boolean): Value {
+  const k = (v: number) => c(b, x, v);
+  const mul = (p: Value, q: Value) => b.op('mul', [p, q]);
+  const add = (p: Value, q: Value) => b.op('add', [p, q]);
+  const x2 = mul(x, x);
+  if (tanhApprox) {
+    // y = x/2·(1 + t), t = tanh(u), u = s·(x + 0.044715·x³): y' = (1 + t)/2 + x/2·(1 - t²)·s·(1 + 3·0.044715·x²)
+    const s = Math.sqrt(2 / Math.PI);
+    const t = b.op('tanh', [mul(k(s), add(x, mul(k(0.044715), mul(x2, x))))]);
+    const du = mul(k(s), add(k(1), mul(k(3 * 0.044715), x2)));
+    const sech2 = b.op('sub', [k(1), mul(t, t)]);
+    return add(mul(k(0.5), add(k(1), t)), mul(mul(k(0.5), x), mul(sech2, du)));
+  }
+  // y = x·Φ(x): y' = Φ(x) + x·φ(x), Φ(x) = (1 + erf(x/√2))/2, φ(x) = exp(-x²/2)/√(2π)
+  const cdf = mul(k(0.5), add(k(1), b.op('erf', [mul(x, k(Math.SQRT1_2))])));
+  const pdf = mul(k(1 / Math.sqrt(2 * Math.PI)), b.op('exp', [mul(k(-0.5), x2)]));
+  return add(cdf, mul(x, pdf));
+}
 
 export const clip = defineOp({
   name: 'clip',
@@ -190,6 +318,18 @@ export const clip = defineOp({
     const hi = (attrs['max'] as number | undefined) ?? Infinity;
     return [mapUnary(x!, x!.dtype, (v) => (Number.isNaN(v) ? v : Math.min(Math.max(v, lo), hi)))];
   },
+  // passes where min <= x <= max (torch clamp_backward: the bounds themselves pass)
+  grad: rule((b, g, [x], _y, attrs) => {
+    const lo = attrs['min'] as number | undefined;
+    const hi = attrs['max'] as number | undefined;
+    const inside: Value[] = [];
+    if (lo !== undefined) inside.push(b.op('not', [b.op('less', [x!, c(b, x!, lo)])]));
+    if (hi !== undefined) inside.push(b.op('not', [b.op('greater', [x!, c(b, x!, hi)])]));
+    if (inside.length === 0) return [g];
+    const m = inside.length === 2 ? b.op('and', [inside[0]!, inside[1]!]) : inside[0]!;
+    return [b.op('mul', [g, maskLike(b, m, g)])];
+  }),
+  saves: SAVES_X,
 });
 
 export const where = defineOp({
@@ -204,6 +344,15 @@ export const where = defineOp({
     return [{ dtype: d, shape: broadcastAll([c!.shape, a!.shape, b!.shape]) }];
   },
   kernel: ([c, a, b]) => [mapNary([c!, a!, b!], a!.dtype, ([cv, av, bv]) => (cv ? av! : bv!))],
+  grad: rule((b, g, [cond, x, y]) => {
+    const zero = c(b, g, 0);
+    return [
+      undefined,
+      sumToShape(b, b.op('where', [cond!, g, zero]), x!.type.shape),
+      sumToShape(b, b.op('where', [cond!, zero, g]), y!.type.shape),
+    ];
+  }),
+  saves: SAVES_X,
 });
 
 export const equal = comparison('equal', 'a == b', (x, y) => x === y);
@@ -237,6 +386,9 @@ export const cast = defineOp({
     const to = attrs['to'] as DType;
     return [mapUnary(x!, to, to === 'uint32' ? (v) => (Number.isNaN(v) ? 0 : Math.trunc(v) >>> 0) : (v) => v)];
   },
+  // between float types the gradient is cast back; integer and bool results carry none
+  grad: rule((b, g, [x], y) => [isFloat(x!.type.dtype) && isFloat(y.type.dtype) ? b.op('cast', [g], { to: x!.type.dtype }) : undefined]),
+  saves: {},
 });
 
 export const ELEMENTWISE_OPS: OpDef[] = [

@@ -11,10 +11,12 @@ import { RANDOM_OPS } from './random.js';
 import { REDUCE_OPS } from './reduce.js';
 import { SOFTMAX_OPS } from './softmax.js';
 import { SOURCE_OPS } from './source.js';
+import { STATE_OPS } from './state.js';
 
 /** Every op of the IR. The registry is built from this list and rejects duplicate names. */
 export const ALL_OPS: readonly OpDef[] = [
   ...SOURCE_OPS,
+  ...STATE_OPS,
   ...ELEMENTWISE_OPS,
   ...MATMUL_OPS,
   ...CONV_OPS,

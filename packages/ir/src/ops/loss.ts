@@ -3,9 +3,13 @@ import { DiagnosticError, error } from '../diagnostics.js';
 import { dtypeShortName, isFloat } from '../dtype.js';
 import { fromValues } from '../kernels/elementwise.js';
 import { softmaxValues } from '../kernels/softmax.js';
+import type { GraphBuilder } from '../builder.js';
+import type { Value } from '../graph.js';
 import { OpDef, defineOp } from '../opdef.js';
 import { Shape, ShapeError, TensorType, formatShape, numElements } from '../shape.js';
 import { Tensor } from '../tensor.js';
+import { maskLike, scalarLike } from './gradutil.js';
+import { logSoftmaxBackward } from './softmax.js';
 
 /**
  * Classification losses with torch semantics: input [N,C] or [N,C,d...] (or unbatched [C]),
@@ -90,6 +94,46 @@ function nllValues(
   return { values: Float64Array.of(reduction === 'sum' ? total : total / denom), shape: [] };
 }
 
+// ---- gradients ----
+
+/**
+ * Gradient of the loss with respect to the log-probabilities (shape of `input`):
+ * -s_i · valid_i · ((1-ε)·w[t_i]·[c = t_i] + ε/C·w[c]), where s_i is g_i ('none'), g ('sum') or
+ * g / Σ_i valid_i·w[t_i] ('mean').
+ */
+function nllBackward(b: GraphBuilder, g: Value, input: Value, target: Value, weight: Value | undefined, attrs: Attrs): Value {
+  const shape = input.type.shape;
+  const rank = shape.length;
+  const classAxis = rank === 1 ? 0 : 1;
+  const C = shape[classAxis]!;
+  const eps = (attrs['label_smoothing'] as number | undefined) ?? 0;
+  const ignore = attrs['ignore_index'] as number | undefined;
+  const reduction = attrs['reduction'] as string;
+  const classView = rank === 1 ? [C] : [1, C, ...shape.slice(2).map(() => 1)];
+  const classes = b.constant(Tensor.from('int32', classView, Array.from({ length: C }, (_, i) => i)));
+  const t = b.op('unsqueeze', [target], { axes: [classAxis] });
+  let hits = maskLike(b, b.op('equal', [t, classes]), input);
+  let valid: Value | undefined;
+  if (ignore !== undefined) {
+    valid = maskLike(b, b.op('not', [b.op('equal', [t, b.scalar('int32', ignore)])]), input);
+    hits = b.op('mul', [hits, valid]);
+  }
+  const w = weight ? b.op('reshape', [weight], { shape: classView }) : undefined;
+  // valid_i·w[t_i]·[c = t_i]
+  const weighted = w ? b.op('mul', [hits, w]) : hits;
+  let coef = weighted;
+  if (eps !== 0) {
+    let smooth = w ? b.op('mul', [w, scalarLike(b, input, eps / C)]) : scalarLike(b, input, eps / C);
+    if (valid) smooth = b.op('mul', [smooth, valid]);
+    coef = b.op('add', [b.op('mul', [weighted, scalarLike(b, input, 1 - eps)]), smooth]);
+  }
+  let s: Value;
+  if (reduction === 'none') s = b.op('unsqueeze', [g], { axes: [classAxis] });
+  else if (reduction === 'sum') s = g;
+  else s = b.op('div', [g, b.op('reduce_sum', [weighted], { axes: [] })]);
+  return b.op('neg', [b.op('mul', [coef, s])]);
+}
+
 const reductionAttr = { type: 'string', default: 'mean', values: ['mean', 'sum', 'none'] } as const;
 const ignoreAttr = { type: 'int', optional: true, doc: 'targets equal to this contribute nothing (absent: none ignored)' } as const;
 const lossOperands = [{ name: 'input' }, { name: 'target', differentiable: false }, { name: 'weight', optional: true, differentiable: false }];
@@ -105,6 +149,14 @@ export const nll_loss = defineOp({
     const r = nllValues('nll_loss', logp!.data, logp!.shape, target!, weight, attrs);
     return [fromValues(logp!.dtype, r.shape, r.values)];
   },
+  grad: ({ b, op, inputs, outputGrads }) => {
+    const g = outputGrads[0];
+    if (!g) return inputs.map(() => undefined);
+    const dlogp = nllBackward(b, g, inputs[0]!, inputs[1]!, inputs[2], op.attrs);
+    return inputs.map((_, i) => (i === 0 ? dlogp : undefined));
+  },
+  // only the input's shape is needed, not its values
+  saves: { operands: [1, 2] },
 });
 
 export const cross_entropy = defineOp({
@@ -124,6 +176,18 @@ export const cross_entropy = defineOp({
     const r = nllValues('cross_entropy', logp, logits!.shape, target!, weight, attrs);
     return [fromValues(logits!.dtype, r.shape, r.values)];
   },
+  // nll_loss's gradient taken back through log_softmax over the class dim
+  grad: ({ b, op, inputs, outputGrads }) => {
+    const g = outputGrads[0];
+    if (!g) return inputs.map(() => undefined);
+    const x = inputs[0]!;
+    const classAxis = x.type.shape.length === 1 ? 0 : 1;
+    const logp = b.op('log_softmax', [x], { axis: classAxis });
+    const dlogp = nllBackward(b, g, x, inputs[1]!, inputs[2], op.attrs);
+    const dx = logSoftmaxBackward(b, dlogp, logp, classAxis);
+    return inputs.map((_, i) => (i === 0 ? dx : undefined));
+  },
+  saves: { operands: [0, 1, 2] },
 });
 
 export const LOSS_OPS: OpDef[] = [nll_loss, cross_entropy];

@@ -1,8 +1,10 @@
 import { dtypeShortName, isFloat } from '../dtype.js';
 import { forEachBroadcast, storeConverter } from '../kernels/elementwise.js';
+import type { Value } from '../graph.js';
 import { OpDef, defineOp } from '../opdef.js';
 import { Shape, ShapeError, TensorType, broadcastShapes, formatShape, numElements } from '../shape.js';
 import { Tensor, allocData } from '../tensor.js';
+import { reshapeTo, sumToShape, transposeLast2 } from './gradutil.js';
 
 /** Matrix products with numpy.matmul semantics. */
 
@@ -102,6 +104,28 @@ export const matmul = defineOp({
     return [{ dtype: a!.dtype, shape: planMatmul(a!.shape, b!.shape).outShape }];
   },
   kernel: ([a, b]) => [matmulKernel(a!, b!)],
+  /**
+   * With 1-D operands promoted to [1,k] / [k,1] and g viewed as [...batch, m, n]:
+   * dA = g @ Bᵀ and dB = Aᵀ @ g, batch dims that were broadcast summed back, promotions undone.
+   */
+  grad: ({ b, inputs, outputGrads }) => {
+    const g = outputGrads[0];
+    if (!g) return [undefined, undefined];
+    const [x, y] = inputs as [Value, Value];
+    const xs = x.type.shape;
+    const ys = y.type.shape;
+    const { aBatch, bBatch, batch, m, k, n } = planMatmul(xs, ys);
+    const x2 = reshapeTo(b, x, [...aBatch, m, k]);
+    const y2 = reshapeTo(b, y, [...bBatch, k, n]);
+    const g2 = reshapeTo(b, g, [...batch, m, n]);
+    const dx = b.op('matmul', [g2, transposeLast2(b, y2)]);
+    const dy = b.op('matmul', [transposeLast2(b, x2), g2]);
+    return [
+      reshapeTo(b, sumToShape(b, dx, [...aBatch, m, k]), xs),
+      reshapeTo(b, sumToShape(b, dy, [...bBatch, k, n]), ys),
+    ];
+  },
+  saves: { operands: [0, 1] },
 });
 
 export const MATMUL_OPS: OpDef[] = [matmul];

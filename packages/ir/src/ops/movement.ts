@@ -1,8 +1,11 @@
 import { Attrs } from '../attributes.js';
-import { broadcastStrides } from '../kernels/elementwise.js';
-import { OpDef, defineOp } from '../opdef.js';
+import { broadcastStrides, storeConverter } from '../kernels/elementwise.js';
+import type { GraphBuilder } from '../builder.js';
+import type { Value } from '../graph.js';
+import { GradContext, OpDef, defineOp } from '../opdef.js';
 import { Shape, ShapeError, TensorType, formatShape, formatType, numElements, stridesOf } from '../shape.js';
 import { Tensor, allocData, castScalar } from '../tensor.js';
+import { addAll, padAxis, reverseAxis, sliceAxis, sumToShape, zerosShaped } from './gradutil.js';
 
 /**
  * Data movement: ops that only rearrange, select or repeat elements. Their kernels copy stored
@@ -76,6 +79,13 @@ function sameData(x: Tensor, shape: Shape): Tensor {
   return new Tensor(x.dtype, shape, x.data.slice());
 }
 
+/** Gradient of ops that keep the elements in order and only change the shape. */
+function reshapeBack(ctx: GradContext): (Value | undefined)[] {
+  const g = ctx.outputGrads[0];
+  if (!g) return [undefined];
+  return [ctx.b.op('reshape', [g], { shape: [...ctx.inputs[0]!.type.shape] })];
+}
+
 // ---- reshape ----
 
 /** The target shape with its -1 resolved; throws when it cannot hold the input's elements. */
@@ -106,6 +116,8 @@ export const reshape = defineOp({
   attrs: { shape: { type: 'ints' } },
   infer: ([x], attrs) => result(x!, resolveReshape(x!.shape, attrs['shape'] as number[])),
   kernel: ([x], attrs) => [sameData(x!, resolveReshape(x!.shape, attrs['shape'] as number[]))],
+  grad: reshapeBack,
+  saves: {},
 });
 
 // ---- transpose ----
@@ -137,6 +149,15 @@ export const transpose = defineOp({
     const outShape = perm.map((p) => x!.shape[p]!);
     return [gatherOffsets(x!, outShape, perm.map((p, d) => offsets(outShape[d]!, (i) => i * st[p]!)))];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined];
+    const perm = resolvePerm(ctx.inputs[0]!.type.shape, ctx.op.attrs['perm'] as number[] | undefined);
+    const inverse = new Array<number>(perm.length);
+    perm.forEach((p, d) => (inverse[p] = d));
+    return [ctx.b.op('transpose', [g], { perm: inverse })];
+  },
+  saves: {},
 });
 
 // ---- slice ----
@@ -209,7 +230,83 @@ export const slice = defineOp({
     const st = stridesOf(x!.shape);
     return [gatherOffsets(x!, r.shape, r.shape.map((n, d) => offsets(n, (i) => (r.begin[d]! + i * r.step[d]!) * st[d]!)))];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined];
+    const shape = ctx.inputs[0]!.type.shape;
+    const r = resolveSlice(shape, ctx.op.attrs);
+    if (r.step.every((s) => s === 1)) {
+      // a contiguous window: zeros around it
+      const pads = [...r.begin, ...shape.map((d, i) => d - r.begin[i]! - r.shape[i]!)];
+      return [ctx.b.op('pad', [g], { pads })];
+    }
+    return [ctx.b.op('slice_grad', [g], { ...sliceAttrs(ctx.op.attrs), shape: [...shape] })];
+  },
+  saves: {},
 });
+
+/** The slice attributes of an op's attribute record (absent optional ones left out). */
+function sliceAttrs(attrs: Attrs): Record<string, number[]> {
+  const out: Record<string, number[]> = { starts: [...(attrs['starts'] as number[])], ends: [...(attrs['ends'] as number[])] };
+  if (attrs['axes'] !== undefined) out['axes'] = [...(attrs['axes'] as number[])];
+  if (attrs['steps'] !== undefined) out['steps'] = [...(attrs['steps'] as number[])];
+  return out;
+}
+
+function sliceGradShape(dy: TensorType, attrs: Attrs): ResolvedSlice {
+  const shape = attrs['shape'] as number[];
+  const bad = shape.find((d) => d < 0);
+  if (bad !== undefined) throw new ShapeError(`shape ${fmt(shape)} has a negative dimension ${bad}`);
+  const r = resolveSlice(shape, attrs);
+  if (r.shape.length !== dy.shape.length || r.shape.some((d, i) => d !== dy.shape[i])) {
+    throw new ShapeError(`slicing ${fmt(shape)} gives ${formatShape(r.shape)} but the operand is ${formatShape(dy.shape)}`);
+  }
+  return r;
+}
+
+/** The adjoint of slice: scatters dy back to where slice read it, zeros elsewhere. */
+export const sliceGrad = defineOp({
+  name: 'slice_grad',
+  family: 'movement',
+  doc: 'adjoint of slice: a tensor of `shape` that is zero except where slice(starts, ends, axes, steps) reads, which holds dy',
+  operands: [{ name: 'dy' }],
+  attrs: {
+    shape: { type: 'ints', doc: 'shape of the sliced tensor' },
+    starts: { type: 'ints' },
+    ends: { type: 'ints' },
+    axes: { type: 'ints', optional: true, doc: 'default: 0..len(starts)-1' },
+    steps: { type: 'ints', optional: true, doc: 'default: all 1' },
+  },
+  infer: ([dy], attrs) => {
+    sliceGradShape(dy!, attrs);
+    return result(dy!, attrs['shape'] as number[]);
+  },
+  kernel: ([dy], attrs) => {
+    const r = sliceGradShape(dy!, attrs);
+    const shape = attrs['shape'] as number[];
+    const out = Tensor.zeros(dy!.dtype, shape);
+    const st = stridesOf(shape);
+    // each output offset of the slice is hit once: copy dy there
+    const at = gatherOffsets(iotaTensor(shape), r.shape, r.shape.map((n, d) => offsets(n, (i) => (r.begin[d]! + i * r.step[d]!) * st[d]!)));
+    const src = dy!.data;
+    for (let i = 0; i < at.size; i++) out.data[at.data[i]!] = src[i]!;
+    return [out];
+  },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined];
+    return [ctx.b.op('slice', [g], sliceAttrs(ctx.op.attrs))];
+  },
+  saves: {},
+});
+
+/** int32 0, 1, 2, ... in `shape`: flat offsets, to be moved by the gather kernels. */
+function iotaTensor(shape: Shape): Tensor {
+  const n = numElements(shape);
+  const data = new Int32Array(n);
+  for (let i = 0; i < n; i++) data[i] = i;
+  return new Tensor('int32', shape, data);
+}
 
 // ---- concat / split ----
 
@@ -257,6 +354,14 @@ export const concat = defineOp({
     }
     return [new Tensor(first.dtype, outShape, out)];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return ctx.inputs.map(() => undefined);
+    if (ctx.inputs.length === 1) return [g];
+    const axis = axisOf(ctx.op.attrs['axis'] as number, g.type.shape);
+    return ctx.b.ops('split', [g], { axis, sizes: ctx.inputs.map((x) => x.type.shape[axis]!) });
+  },
+  saves: {},
 });
 
 function checkSplit(shape: Shape, attrs: Attrs): { axis: number; sizes: number[] } {
@@ -299,6 +404,14 @@ export const split = defineOp({
       return gatherOffsets(x!, shape, offs);
     });
   },
+  grad: (ctx) => {
+    if (ctx.outputGrads.every((g) => !g)) return [undefined];
+    const parts = ctx.outputs.map((y, k) => ctx.outputGrads[k] ?? zerosShaped(ctx.b, y, y.type.shape));
+    if (parts.length === 1) return [parts[0]];
+    const axis = axisOf(ctx.op.attrs['axis'] as number, ctx.inputs[0]!.type.shape);
+    return [ctx.b.op('concat', parts, { axis })];
+  },
+  saves: {},
 });
 
 // ---- gather ----
@@ -332,6 +445,77 @@ export const gather = defineOp({
     const outShape = [...shape.slice(0, axis), ...ind!.shape, ...shape.slice(axis + 1)];
     return [gatherOffsets(x!, flatShape, offs).reshape(outShape)];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined, undefined];
+    const [x, indices] = ctx.inputs;
+    // rows picked more than once get the sum of their gradients
+    const zeros = zerosShaped(ctx.b, x!, x!.type.shape);
+    return [ctx.b.op('scatter_add', [zeros, indices!, g], { axis: ctx.op.attrs['axis'] as number }), undefined];
+  },
+  saves: { operands: [1] },
+});
+
+function scatterAxis(x: TensorType, ind: TensorType, upd: TensorType, attrs: Attrs): number {
+  if (ind.dtype !== 'int32') throw new ShapeError(`indices must be int32, got ${formatType(ind)}`);
+  if (x.dtype === 'bool') throw new ShapeError(`operand type bool is not a numeric type (insert a cast)`);
+  if (upd.dtype !== x.dtype) throw new ShapeError(`updates are ${formatType(upd)} but data is ${formatType(x)}: dtypes differ (insert a cast)`);
+  if (x.shape.length === 0) throw new ShapeError(`cannot scatter into a scalar`);
+  const axis = axisOf(attrs['axis'] as number, x.shape);
+  const want = [...x.shape.slice(0, axis), ...ind.shape, ...x.shape.slice(axis + 1)];
+  if (want.length !== upd.shape.length || want.some((d, i) => d !== upd.shape[i])) {
+    throw new ShapeError(
+      `updates have shape ${formatShape(upd.shape)} but data ${formatShape(x.shape)} with indices ${formatShape(ind.shape)} on axis ${attrs['axis']} needs ${fmt(want)}`,
+    );
+  }
+  return axis;
+}
+
+/** The adjoint of gather: adds each slice of `updates` into the row of `data` its index names. */
+export const scatterAdd = defineOp({
+  name: 'scatter_add',
+  family: 'movement',
+  doc: 'data with updates added at int32 indices along an axis (the adjoint of gather: updates are shaped like gather(data, indices, axis); repeated indices add up; negative indices count from the end)',
+  operands: [{ name: 'data' }, { name: 'indices', differentiable: false }, { name: 'updates' }],
+  attrs: { axis: { type: 'int', default: 0 } },
+  infer: ([x, ind, upd], attrs) => {
+    scatterAxis(x!, ind!, upd!, attrs);
+    return result(x!, x!.shape);
+  },
+  kernel: ([x, ind, upd], attrs) => {
+    const axis = scatterAxis(x!, ind!, upd!, attrs);
+    const shape = x!.shape;
+    const dim = shape[axis]!;
+    const outer = numElements(shape.slice(0, axis));
+    const inner = numElements(shape.slice(axis + 1));
+    const rows = Array.from(ind!.data, (i) => {
+      if (i < -dim || i >= dim) {
+        throw new Error(`scatter_add: index ${i} is out of range for axis ${axis} of size ${dim} in ${formatShape(shape)}`);
+      }
+      return i < 0 ? i + dim : i;
+    });
+    const out = x!.data.slice();
+    const src = upd!.data;
+    const conv = storeConverter(x!.dtype);
+    const m = rows.length;
+    for (let o = 0; o < outer; o++) {
+      for (let j = 0; j < m; j++) {
+        const to = (o * dim + rows[j]!) * inner;
+        const from = (o * m + j) * inner;
+        for (let k = 0; k < inner; k++) {
+          const v = out[to + k]! + src[from + k]!;
+          out[to + k] = conv ? conv(v) : v;
+        }
+      }
+    }
+    return [new Tensor(x!.dtype, shape, out)];
+  },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined, undefined, undefined];
+    return [g, undefined, ctx.b.op('gather', [g, ctx.inputs[1]!], { axis: ctx.op.attrs['axis'] as number })];
+  },
+  saves: { operands: [1] },
 });
 
 // ---- squeeze / unsqueeze / flatten ----
@@ -352,7 +536,8 @@ export const squeeze = defineOp({
   operands: [{ name: 'x' }],
   attrs: { axes: { type: 'ints', optional: true } },
   infer: ([x], attrs) => result(x!, squeezedShape(x!.shape, attrs['axes'] as number[] | undefined)),
-  kernel: ([x], attrs) => [sameData(x!, squeezedShape(x!.shape, attrs['axes'] as number[] | undefined))],
+  kernel: ([x], attrs) => [sameData(x!, squeezedShape(x!.shape, attrs['axes'] as number[] | undefined))],  grad: reshapeBack,
+  saves: {},
 });
 
 function unsqueezedShape(shape: Shape, axes: readonly number[]): number[] {
@@ -375,7 +560,8 @@ export const unsqueeze = defineOp({
   operands: [{ name: 'x' }],
   attrs: { axes: { type: 'ints' } },
   infer: ([x], attrs) => result(x!, unsqueezedShape(x!.shape, attrs['axes'] as number[])),
-  kernel: ([x], attrs) => [sameData(x!, unsqueezedShape(x!.shape, attrs['axes'] as number[]))],
+  kernel: ([x], attrs) => [sameData(x!, unsqueezedShape(x!.shape, attrs['axes'] as number[]))],  grad: reshapeBack,
+  saves: {},
 });
 
 function flattenedShape(shape: Shape, axis: number): number[] {
@@ -394,7 +580,8 @@ export const flatten = defineOp({
   operands: [{ name: 'x' }],
   attrs: { axis: { type: 'int', default: 1 } },
   infer: ([x], attrs) => result(x!, flattenedShape(x!.shape, attrs['axis'] as number)),
-  kernel: ([x], attrs) => [sameData(x!, flattenedShape(x!.shape, attrs['axis'] as number))],
+  kernel: ([x], attrs) => [sameData(x!, flattenedShape(x!.shape, attrs['axis'] as number))],  grad: reshapeBack,
+  saves: {},
 });
 
 // ---- expand / tile ----
@@ -427,6 +614,11 @@ export const expand = defineOp({
     const bst = broadcastStrides(x!.shape, outShape);
     return [gatherOffsets(x!, outShape, outShape.map((n, d) => offsets(n, (i) => i * bst[d]!)))];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    return [g && sumToShape(ctx.b, g, ctx.inputs[0]!.type.shape)];
+  },
+  saves: {},
 });
 
 function tiledShape(shape: Shape, repeats: readonly number[]): number[] {
@@ -451,6 +643,17 @@ export const tile = defineOp({
     const st = stridesOf(shape);
     return [gatherOffsets(x!, outShape, outShape.map((n, d) => offsets(n, (i) => (i % shape[d]!) * st[d]!)))];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined];
+    const shape = ctx.inputs[0]!.type.shape;
+    const repeats = ctx.op.attrs['repeats'] as number[];
+    if (repeats.every((r) => r === 1)) return [g];
+    // result index k·d + i along a dim is copy k of element i: view as [r0, d0, r1, d1, ...] and sum the copies
+    const split = ctx.b.op('reshape', [g], { shape: shape.flatMap((d, i) => [repeats[i]!, d]) });
+    return [ctx.b.op('reduce_sum', [split], { axes: shape.map((_, i) => 2 * i), keepdims: false })];
+  },
+  saves: {},
 });
 
 // ---- pad ----
@@ -518,7 +721,51 @@ export const pad = defineOp({
     );
     return [gatherOffsets(x!, outShape, offs, attrs['value'] as number)];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined];
+    const b = ctx.b;
+    const shape = ctx.inputs[0]!.type.shape;
+    const rank = shape.length;
+    const pads = ctx.op.attrs['pads'] as number[];
+    const mode = ctx.op.attrs['mode'] as PadMode;
+    // constant: each input element appears once, shifted by the begin pad; negated pads undo the shift
+    // (and put zeros where the forward cropped)
+    if (mode === 'constant') return [b.op('pad', [g], { pads: pads.map((p) => -p) })];
+    // reflect/edge = crop(pad(x, positive pads), negative pads): undo the crop with zeros, then fold
+    // the mirrored/repeated borders back onto the elements they copy, one axis at a time
+    let v = g;
+    if (pads.some((p) => p < 0)) v = b.op('pad', [v], { pads: pads.map((p) => (p < 0 ? -p : 0)) });
+    for (let d = 0; d < rank; d++) {
+      const before = Math.max(pads[d]!, 0);
+      const after = Math.max(pads[d + rank]!, 0);
+      if (before > 0 || after > 0) v = foldPadAxis(b, v, d, shape[d]!, before, after, mode);
+    }
+    return [v];
+  },
+  saves: {},
 });
+
+/**
+ * Adjoint of reflect/edge padding of one axis of size `dim` by non-negative `before`/`after`:
+ * g (of size before + dim + after) summed onto the input elements each position copies.
+ */
+function foldPadAxis(b: GraphBuilder, g: Value, axis: number, dim: number, before: number, after: number, mode: 'reflect' | 'edge'): Value {
+  const parts = [sliceAxis(b, g, axis, before, before + dim)];
+  const end = before + dim + after;
+  if (mode === 'reflect') {
+    // result positions 0..before-1 copy inputs before..1; reversed they land on 1..before
+    if (before > 0) parts.push(padAxis(b, reverseAxis(b, sliceAxis(b, g, axis, 0, before), axis), axis, 1, dim - 1 - before));
+    // positions after the core copy inputs dim-2, dim-3, ...; reversed they land on dim-1-after..dim-2
+    if (after > 0) parts.push(padAxis(b, reverseAxis(b, sliceAxis(b, g, axis, before + dim, end), axis), axis, dim - 1 - after, 1));
+  } else {
+    // every border position copies the first or last element
+    const sum = (v: Value) => b.op('reduce_sum', [v], { axes: [axis], keepdims: true });
+    if (before > 0) parts.push(padAxis(b, sum(sliceAxis(b, g, axis, 0, before)), axis, 0, dim - 1));
+    if (after > 0) parts.push(padAxis(b, sum(sliceAxis(b, g, axis, before + dim, end)), axis, dim - 1, 0));
+  }
+  return addAll(b, parts);
+}
 
 // ---- dynamic_slice ----
 
@@ -552,8 +799,68 @@ export const dynamicSlice = defineOp({
     offs[axis] = offsets(size, (i) => (s + i) * st[axis]!);
     return [gatherOffsets(x!, shape, offs)];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined, undefined];
+    const [x, start] = ctx.inputs;
+    const zeros = zerosShaped(ctx.b, x!, x!.type.shape);
+    return [ctx.b.op('dynamic_update_slice', [zeros, g, start!], { axis: ctx.op.attrs['axis'] as number }), undefined];
+  },
+  saves: { operands: [1] },
+});
+
+function dynamicUpdateAxis(x: TensorType, upd: TensorType, start: TensorType, attrs: Attrs): number {
+  if (start.dtype !== 'int32' || start.shape.length !== 0) {
+    throw new ShapeError(`start must be an int32 scalar, got ${formatType(start)}`);
+  }
+  if (upd.dtype !== x.dtype) throw new ShapeError(`update is ${formatType(upd)} but x is ${formatType(x)}: dtypes differ (insert a cast)`);
+  const axis = axisOf(attrs['axis'] as number, x.shape);
+  const fits = upd.shape.length === x.shape.length && upd.shape.every((d, i) => (i === axis ? d <= x.shape[i]! : d === x.shape[i]));
+  if (!fits) {
+    throw new ShapeError(
+      `update ${formatShape(upd.shape)} does not fit x ${formatShape(x.shape)}: it needs the same dims except axis ${attrs['axis']}, where it may be at most ${x.shape[axis]}`,
+    );
+  }
+  return axis;
+}
+
+/** Writes a window into a tensor at a run-time start: the adjoint of dynamic_slice. */
+export const dynamicUpdateSlice = defineOp({
+  name: 'dynamic_update_slice',
+  family: 'movement',
+  doc: 'x with `update` written over update.shape[axis] consecutive elements along `axis` from a run-time start, clamped to [0, dim - size] as dynamic_slice does',
+  operands: [{ name: 'x' }, { name: 'update' }, { name: 'start', differentiable: false }],
+  attrs: { axis: { type: 'int' } },
+  infer: ([x, upd, start], attrs) => {
+    dynamicUpdateAxis(x!, upd!, start!, attrs);
+    return result(x!, x!.shape);
+  },
+  kernel: ([x, upd, start], attrs) => {
+    const axis = dynamicUpdateAxis(x!, upd!, start!, attrs);
+    const shape = x!.shape;
+    const size = upd!.shape[axis]!;
+    const s = clamp(start!.data[0]!, 0, shape[axis]! - size);
+    const outer = numElements(shape.slice(0, axis));
+    const inner = numElements(shape.slice(axis + 1));
+    const out = x!.data.slice();
+    const chunk = size * inner;
+    for (let o = 0; o < outer; o++) out.set(upd!.data.subarray(o * chunk, (o + 1) * chunk), (o * shape[axis]! + s) * inner);
+    return [new Tensor(x!.dtype, shape, out)];
+  },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined, undefined, undefined];
+    const [, upd, start] = ctx.inputs;
+    const axis = ctx.op.attrs['axis'] as number;
+    // the window's old contents are overwritten, so x gets g with the window zeroed
+    const hole = ctx.b.op('dynamic_update_slice', [g, zerosShaped(ctx.b, upd!, upd!.type.shape), start!], { axis });
+    const window = ctx.b.op('dynamic_slice', [g, start!], { axis, size: upd!.type.shape[axisOf(axis, g.type.shape)]! });
+    return [hole, window, undefined];
+  },
+  saves: { operands: [2] },
 });
 
 export const MOVEMENT_OPS: OpDef[] = [
   reshape, transpose, slice, concat, split, gather, squeeze, unsqueeze, expand, flatten, pad, tile, dynamicSlice,
+  sliceGrad, scatterAdd, dynamicUpdateSlice,
 ];

@@ -1,8 +1,11 @@
 import { Attrs } from '../attributes.js';
 import { dtypeShortName, isFloat } from '../dtype.js';
 import { broadcastStrides, fromValues } from '../kernels/elementwise.js';
+import type { GraphBuilder } from '../builder.js';
+import type { Value } from '../graph.js';
 import { OpDef, defineOp } from '../opdef.js';
 import { Shape, ShapeError, TensorType, formatShape, normalizeAxis, numElements, shapesEqual, stridesOf } from '../shape.js';
+import { normalizeBackward, normalizeStats, scalarLike, sumToShape } from './gradutil.js';
 
 /** Normalisations: batch, layer and group norm. All statistics are computed in float64, two-pass. */
 
@@ -37,6 +40,18 @@ function checkChannelVectors(op: string, types: readonly TensorType[], c: number
       throw new ShapeError(`${OPERAND_NAMES[op]![i]} ${formatShape(s)} must have shape [${c}] (the channels, dim 1, of ${formatShape(x.shape)})`);
     }
   }
+}
+
+// ---- gradient helpers ----
+
+/** Every axis but the channel axis 1. */
+function nonChannelAxes(rank: number): number[] {
+  return [0, ...Array.from({ length: rank - 2 }, (_, i) => i + 2)];
+}
+
+/** A per-channel [C] vector viewed as [1,C,1,...] to broadcast against x. */
+function channelView(b: GraphBuilder, v: Value, rank: number): Value {
+  return b.op('reshape', [v], { shape: [1, v.type.shape[0]!, ...Array.from({ length: rank - 2 }, () => 1)] });
 }
 
 // ---- batch_norm ----
@@ -116,6 +131,35 @@ export const batch_norm = defineOp({
     if (!training) return [yt];
     return [yt, fromValues(x!.dtype, [C], runMean), fromValues(x!.dtype, [C], runVar)];
   },
+  /**
+   * Training differentiates through the batch statistics (x̂ recomputed from x); inference treats
+   * mean/var as constants. The running statistics carry no gradient.
+   */
+  grad: ({ b, op, inputs, outputGrads }) => {
+    const g = outputGrads[0];
+    if (!g) return inputs.map(() => undefined);
+    const [x, scale, , mean, variance] = inputs as [Value, Value, Value, Value, Value];
+    const rank = x.type.shape.length;
+    const axes = nonChannelAxes(rank);
+    const eps = op.attrs['epsilon'] as number;
+    const gh = b.op('mul', [g, channelView(b, scale, rank)]);
+    let dx: Value;
+    let xhat: Value;
+    if (op.attrs['training']) {
+      const stats = normalizeStats(b, x, axes, eps);
+      xhat = stats.xhat;
+      dx = normalizeBackward(b, gh, xhat, stats.rstd, axes);
+    } else {
+      const rstd = b.op('reciprocal', [b.op('sqrt', [b.op('add', [variance, scalarLike(b, variance, eps)])])]);
+      const rstdC = channelView(b, rstd, rank);
+      xhat = b.op('mul', [b.op('sub', [x, channelView(b, mean, rank)]), rstdC]);
+      dx = b.op('mul', [gh, rstdC]);
+    }
+    const dscale = b.op('reduce_sum', [b.op('mul', [g, xhat])], { axes });
+    const dbias = b.op('reduce_sum', [g], { axes });
+    return [dx, dscale, dbias, undefined, undefined];
+  },
+  saves: { operands: [0, 1, 3, 4] },
 });
 
 // ---- layer_norm ----
@@ -197,6 +241,22 @@ export const layer_norm = defineOp({
     });
     return [fromValues(x!.dtype, x!.shape, y)];
   },
+  grad: ({ b, op, inputs, outputGrads }) => {
+    const g = outputGrads[0];
+    if (!g) return inputs.map(() => undefined);
+    const [x, scale, bias] = inputs as [Value, Value | undefined, Value | undefined];
+    const rank = x.type.shape.length;
+    const axis = normalizeAxis(op.attrs['axis'] as number, rank);
+    const axes = Array.from({ length: rank - axis }, (_, i) => axis + i);
+    const { xhat, rstd } = normalizeStats(b, x, axes, op.attrs['epsilon'] as number);
+    const gh = scale ? b.op('mul', [g, scale]) : g;
+    return [
+      normalizeBackward(b, gh, xhat, rstd, axes),
+      ...(scale ? [sumToShape(b, b.op('mul', [g, xhat]), scale.type.shape)] : []),
+      ...(bias ? [sumToShape(b, g, bias.type.shape)] : []),
+    ];
+  },
+  saves: { operands: [0, 1] },
 });
 
 // ---- group_norm ----
@@ -234,6 +294,23 @@ export const group_norm = defineOp({
     });
     return [fromValues(x!.dtype, x!.shape, y)];
   },
+  // statistics per (sample, group): normalise x viewed as [N, G, C/G·spatial] over its last axis
+  grad: ({ b, op, inputs, outputGrads }) => {
+    const g = outputGrads[0];
+    if (!g) return inputs.map(() => undefined);
+    const [x, scale] = inputs as [Value, Value, Value];
+    const shape = x.type.shape;
+    const rank = shape.length;
+    const G = op.attrs['num_groups'] as number;
+    const runs = [shape[0]!, G, (shape[1]! / G) * numElements(shape.slice(2))];
+    const { xhat, rstd } = normalizeStats(b, b.op('reshape', [x], { shape: runs }), [2], op.attrs['epsilon'] as number);
+    const gh = b.op('reshape', [b.op('mul', [g, channelView(b, scale, rank)])], { shape: runs });
+    const dx = b.op('reshape', [normalizeBackward(b, gh, xhat, rstd, [2])], { shape: [...shape] });
+    const axes = nonChannelAxes(rank);
+    const xhatFull = b.op('reshape', [xhat], { shape: [...shape] });
+    return [dx, b.op('reduce_sum', [b.op('mul', [g, xhatFull])], { axes }), b.op('reduce_sum', [g], { axes })];
+  },
+  saves: { operands: [0, 1] },
 });
 
 export const NORM_OPS: OpDef[] = [batch_norm, layer_norm, group_norm];

@@ -193,3 +193,67 @@ describe('pool errors', () => {
     expect(build('global_avg_pool', [3], {})).toThrow('global_avg_pool: input must have rank 2 or more [N,C,...], got [3]');
   });
 });
+
+describe('maxpool2d_grad', () => {
+  const grad = (x: Tensor, dy: number[], attrs: AttrInput) => {
+    const y = pool('maxpool2d', x, attrs);
+    return run('maxpool2d_grad', [x, y, f32(y.shape as number[], dy)], attrs)[0]!;
+  };
+
+  it('sends each window’s gradient to its maximum, adding where windows share it', () => {
+    // two 3x3 windows (columns 0-2 and 1-3) both have their maximum 9 at row 1, column 1 (offset 5)
+    const x = f32([1, 1, 3, 4], [1, 2, 3, 4, 5, 9, 6, 7, 0.5, 1.5, 2.5, 3.5]);
+    expect(grad(x, [10, 100], { kernel: [3, 3] }).toArray()).toEqual([0, 0, 0, 0, 0, 110, 0, 0, 0, 0, 0, 0]);
+  });
+
+  it('gives ties to the first tap and handles padding and ceil mode', () => {
+    // all equal: each 2x2 window's first tap (row-major) wins, i.e. its top-left element
+    const flat = grad(f32([1, 1, 3, 3], new Array(9).fill(3)), [1, 2, 3, 4], { kernel: [2, 2] });
+    expect(flat.toArray()).toEqual([1, 2, 0, 3, 4, 0, 0, 0, 0]);
+    // 1..9 with pads 1, stride 2, ceil mode: the pooled values 1, 3, 7, 9 sit at offsets 0, 2, 6, 8
+    const x = f32([1, 1, 3, 3], iota(9, 1));
+    const dx = grad(x, [1, 2, 3, 4], { kernel: [2, 2], strides: [2, 2], pads: [1, 1, 1, 1], ceil_mode: true });
+    expect(dx.toArray()).toEqual([1, 0, 2, 0, 0, 0, 3, 0, 4]);
+  });
+
+  it('checks y and dy against the pooled shape', () => {
+    const g = new GraphBuilder();
+    const x = g.input('x', 'float32', [1, 1, 3, 3]);
+    const dy = g.input('dy', 'float32', [1, 1, 3, 3]);
+    const y = g.input('y', 'float32', [1, 1, 2, 2]);
+    expect(() => g.op('maxpool2d_grad', [x, y, dy], { kernel: [2, 2] })).toThrow(
+      'maxpool2d_grad: dy [1,1,3,3] must have the pooled shape [1,1,2,2] of input [1,1,3,3]',
+    );
+  });
+});
+
+describe('avgpool2d_grad', () => {
+  const grad = (dy: Tensor, attrs: AttrInput) => run('avgpool2d_grad', [dy], attrs)[0]!;
+
+  it('spreads each window’s share over its elements', () => {
+    // 3x3 input, 2x2 windows: shares dy/4 = 1, 2, 3, 4 for windows (0,0), (0,1), (1,0), (1,1);
+    // e.g. the centre is in all four (10), the top middle in (0,0) and (0,1) (3)
+    const dx = grad(f32([1, 1, 2, 2], [4, 8, 12, 16]), { kernel: [2, 2], input_shape: [1, 1, 3, 3] });
+    expect(dx.shape).toEqual([1, 1, 3, 3]);
+    expect(dx.toArray()).toEqual([1, 3, 2, 4, 10, 6, 3, 7, 4]);
+  });
+
+  it('divides by the element count or the padded window as count_include_pad says', () => {
+    // 2x2 input, 2x2 windows, top/left pads 1: windows hold 1, 2, 2 and 4 elements of the input
+    const dy = f32([1, 1, 2, 2], [4, 8, 12, 16]);
+    const attrs = { kernel: [2, 2], pads: [1, 1, 0, 0], input_shape: [1, 1, 2, 2] };
+    // shares 4/1, 8/2, 12/2, 16/4 = 4, 4, 6, 4; x(0,0) is in every window: 18; x(0,1) in the
+    // two right windows: 8; x(1,0) in the two bottom ones: 10; x(1,1) only in the last: 4
+    expect(grad(dy, attrs).toArray()).toEqual([18, 8, 10, 4]);
+    // every window counts as 4: shares 1, 2, 3, 4 → 10, 6, 7, 4
+    expect(grad(dy, { ...attrs, count_include_pad: true }).toArray()).toEqual([10, 6, 7, 4]);
+  });
+
+  it('checks dy against the pooled shape of input_shape', () => {
+    const g = new GraphBuilder();
+    const dy = g.input('dy', 'float32', [1, 1, 3, 3]);
+    expect(() => g.op('avgpool2d_grad', [dy], { kernel: [2, 2], input_shape: [1, 1, 3, 3] })).toThrow(
+      'avgpool2d_grad: dy [1,1,3,3] must have the pooled shape [1,1,2,2] of input [1,1,3,3]',
+    );
+  });
+});

@@ -3,8 +3,9 @@ import { dtypeShortName, isFloat } from '../dtype.js';
 import { storeConverter } from '../kernels/elementwise.js';
 import { Window2d, checkWindow2d, tapRange } from '../kernels/window.js';
 import { OpDef, defineOp } from '../opdef.js';
-import { ShapeError, TensorType, formatShape, numElements } from '../shape.js';
+import { Shape, ShapeError, TensorType, formatShape, numElements, shapesEqual } from '../shape.js';
 import { Tensor, allocData } from '../tensor.js';
+import { scalarLike } from './gradutil.js';
 
 /** Pooling over the spatial dimensions of NCHW tensors. */
 
@@ -25,22 +26,20 @@ function planPool(x: TensorType, attrs: Attrs, dilations: readonly number[]): { 
 }
 
 /**
- * Stores `reduce(data, taps, count, clipped)` for each output element: taps[0..count) are the
- * flat input offsets of the window's taps that fall inside the input, and `clipped` is the
- * window's area clipped to the padded input (torch's count_include_pad divisor).
+ * Calls `visit(o, taps, count, clipped)` for each output element o in order: taps[0..count) are
+ * the flat input offsets of the window's taps that fall inside the input (row-major), and
+ * `clipped` is the window's area clipped to the padded input (torch's count_include_pad divisor).
  */
-function poolKernel(
-  x: Tensor,
+function forEachWindow(
+  inShape: Shape,
   window: Window2d,
-  outShape: readonly number[],
-  reduce: (data: ArrayLike<number>, taps: readonly number[], count: number, clipped: number) => number,
-): Tensor {
-  const [N, C, H, W] = x.shape as [number, number, number, number];
+  outShape: Shape,
+  visit: (o: number, taps: readonly number[], count: number, clipped: number) => void,
+): void {
+  const [N, C, H, W] = inShape as [number, number, number, number];
   const OH = outShape[2]!;
   const OW = outShape[3]!;
   const { kernel, strides, pads, dilations } = window;
-  const out = allocData(x.dtype, numElements(outShape));
-  const conv = storeConverter(x.dtype);
   const taps = new Array<number>(kernel[0] * kernel[1]);
   let o = 0;
   for (let plane = 0; plane < N * C; plane++) {
@@ -59,12 +58,57 @@ function poolKernel(
           const row = base + (h0 + i * dilations[0]) * W + w0;
           for (let j = tw.lo; j < tw.hi; j++) taps[count++] = row + j * dilations[1];
         }
-        const v = reduce(x.data, taps, count, hClip * wClip);
-        out[o++] = conv ? conv(v) : v;
+        visit(o++, taps, count, hClip * wClip);
       }
     }
   }
+}
+
+/** Stores `reduce(data, taps, count, clipped)` for each output element (see forEachWindow). */
+function poolKernel(
+  x: Tensor,
+  window: Window2d,
+  outShape: readonly number[],
+  reduce: (data: ArrayLike<number>, taps: readonly number[], count: number, clipped: number) => number,
+): Tensor {
+  const out = allocData(x.dtype, numElements(outShape));
+  const conv = storeConverter(x.dtype);
+  forEachWindow(x.shape, window, outShape, (o, taps, count, clipped) => {
+    const v = reduce(x.data, taps, count, clipped);
+    out[o] = conv ? conv(v) : v;
+  });
   return new Tensor(x.dtype, outShape, out);
+}
+
+/** The max pool's winner of a window: the first tap holding the pooled value (NaN matches NaN). */
+function winnerTap(data: ArrayLike<number>, taps: readonly number[], count: number, pooled: number): number {
+  for (let t = 0; t < count; t++) {
+    const v = data[taps[t]!]!;
+    if (v === pooled || (Number.isNaN(v) && Number.isNaN(pooled))) return taps[t]!;
+  }
+  return -1;
+}
+
+/** Sums the window contributions `share(o, t)` into a float64 buffer shaped like the input, then stores. */
+function scatterWindows(
+  dtype: Tensor['dtype'],
+  inShape: Shape,
+  window: Window2d,
+  outShape: Shape,
+  add: (o: number, taps: readonly number[], count: number, clipped: number, acc: Float64Array) => void,
+): Tensor {
+  const acc = new Float64Array(numElements(inShape));
+  forEachWindow(inShape, window, outShape, (o, taps, count, clipped) => add(o, taps, count, clipped, acc));
+  const out = allocData(dtype, acc.length);
+  const conv = storeConverter(dtype);
+  for (let i = 0; i < acc.length; i++) out[i] = conv ? conv(acc[i]!) : acc[i]!;
+  return new Tensor(dtype, inShape, out);
+}
+
+function checkGradShape(what: string, dy: TensorType, want: Shape, input: Shape): void {
+  if (!shapesEqual(dy.shape, want)) {
+    throw new ShapeError(`${what} ${formatShape(dy.shape)} must have the pooled shape ${formatShape(want)} of input ${formatShape(input)}`);
+  }
 }
 
 const windowAttrs = {
@@ -73,16 +117,29 @@ const windowAttrs = {
   pads: { type: 'ints', default: [0, 0, 0, 0], doc: 'top, left, bottom, right' },
 } as const;
 
+const maxAttrs = {
+  ...windowAttrs,
+  dilations: { type: 'ints', default: [1, 1] },
+  ceil_mode: { type: 'bool', default: false },
+} as const;
+
+const avgAttrs = {
+  ...windowAttrs,
+  ceil_mode: { type: 'bool', default: false },
+  count_include_pad: { type: 'bool', default: false },
+} as const;
+
+/** Attributes of `attrs` named in `spec` (to pass a pool's window on to its gradient op). */
+function pick(attrs: Readonly<Record<string, unknown>>, spec: object): Record<string, never> {
+  return Object.fromEntries(Object.keys(spec).map((k) => [k, attrs[k]])) as Record<string, never>;
+}
+
 export const maxpool2d = defineOp({
   name: 'maxpool2d',
   family: 'pool',
   doc: 'Maximum over 2-D windows of x[N,C,H,W]; padding never wins (it is -inf). ceil_mode keeps a last partial window that starts inside the input or leading padding.',
   operands: [{ name: 'x' }],
-  attrs: {
-    ...windowAttrs,
-    dilations: { type: 'ints', default: [1, 1] },
-    ceil_mode: { type: 'bool', default: false },
-  },
+  attrs: maxAttrs,
   infer: ([x], attrs) => [{ dtype: x!.dtype, shape: planPool(x!, attrs, attrs['dilations'] as number[]).outShape }],
   kernel: ([x], attrs) => {
     const { window, outShape } = planPool(x!, attrs, attrs['dilations'] as number[]);
@@ -98,6 +155,43 @@ export const maxpool2d = defineOp({
       }),
     ];
   },
+  grad: ({ b, op, inputs, outputs, outputGrads }) => {
+    const g = outputGrads[0];
+    return [g ? b.op('maxpool2d_grad', [inputs[0]!, outputs[0]!, g], pick(op.attrs, maxAttrs)) : undefined];
+  },
+  saves: { operands: [0], results: [0] },
+});
+
+export const maxpool2d_grad = defineOp({
+  name: 'maxpool2d_grad',
+  family: 'pool',
+  doc: 'Gradient of maxpool2d: dx gets each window\'s dy at the first tap (row-major) equal to the pooled value y, summed over overlapping windows (torch routes ties to the first maximum).',
+  operands: [
+    { name: 'x', differentiable: false },
+    { name: 'y', differentiable: false },
+    { name: 'dy' },
+  ],
+  attrs: maxAttrs,
+  infer: ([x, y, dy], attrs) => {
+    const { outShape } = planPool(x!, attrs, attrs['dilations'] as number[]);
+    for (const t of [y!, dy!]) {
+      if (t.dtype !== x!.dtype) throw new ShapeError(`operand types differ: ${dtypeShortName(x!.dtype)} and ${dtypeShortName(t.dtype)} (insert a cast)`);
+    }
+    checkGradShape('y', y!, outShape, x!.shape);
+    checkGradShape('dy', dy!, outShape, x!.shape);
+    return [{ dtype: x!.dtype, shape: [...x!.shape] }];
+  },
+  kernel: ([x, y, dy], attrs) => {
+    const { window, outShape } = planPool(x!, attrs, attrs['dilations'] as number[]);
+    return [
+      scatterWindows(x!.dtype, x!.shape, window, outShape, (o, taps, count, _clipped, acc) => {
+        const t = winnerTap(x!.data, taps, count, y!.data[o]!);
+        if (t >= 0) acc[t]! += dy!.data[o]!;
+      }),
+    ];
+  },
+  // its gradient with respect to dy would gather at each window's winner: no op does that yet
+  grad: 'none',
 });
 
 export const avgpool2d = defineOp({
@@ -105,11 +199,7 @@ export const avgpool2d = defineOp({
   family: 'pool',
   doc: 'Mean over 2-D windows of x[N,C,H,W]. count_include_pad divides by the window size clipped to the padded input (torch); otherwise by the number of input elements in the window.',
   operands: [{ name: 'x' }],
-  attrs: {
-    ...windowAttrs,
-    ceil_mode: { type: 'bool', default: false },
-    count_include_pad: { type: 'bool', default: false },
-  },
+  attrs: avgAttrs,
   infer: ([x], attrs) => [{ dtype: x!.dtype, shape: planPool(x!, attrs, [1, 1]).outShape }],
   kernel: ([x], attrs) => {
     const { window, outShape } = planPool(x!, attrs, [1, 1]);
@@ -122,6 +212,42 @@ export const avgpool2d = defineOp({
       }),
     ];
   },
+  grad: ({ b, op, inputs, outputGrads }) => {
+    const g = outputGrads[0];
+    return [g ? b.op('avgpool2d_grad', [g], { ...pick(op.attrs, avgAttrs), input_shape: [...inputs[0]!.type.shape] }) : undefined];
+  },
+  saves: {},
+});
+
+export const avgpool2d_grad = defineOp({
+  name: 'avgpool2d_grad',
+  family: 'pool',
+  doc: 'Gradient of avgpool2d for an input of shape input_shape: each window\'s dy divided by its divisor and added to every input element of the window.',
+  operands: [{ name: 'dy' }],
+  attrs: { ...avgAttrs, input_shape: { type: 'ints', doc: 'shape [N,C,H,W] of the pooled input' } },
+  infer: ([dy], attrs) => {
+    const input = { dtype: dy!.dtype, shape: attrs['input_shape'] as number[] };
+    const { outShape } = planPool(input, attrs, [1, 1]);
+    checkGradShape('dy', dy!, outShape, input.shape);
+    return [input];
+  },
+  kernel: ([dy], attrs) => {
+    const inShape = attrs['input_shape'] as number[];
+    const { window, outShape } = planPool({ dtype: dy!.dtype, shape: inShape }, attrs, [1, 1]);
+    const includePad = attrs['count_include_pad'] as boolean;
+    return [
+      scatterWindows(dy!.dtype, inShape, window, outShape, (o, taps, count, clipped, acc) => {
+        const share = dy!.data[o]! / (includePad ? clipped : count);
+        for (let t = 0; t < count; t++) acc[taps[t]!]! += share;
+      }),
+    ];
+  },
+  // linear in dy, and avgpool2d is its adjoint
+  grad: ({ b, op, outputGrads }) => {
+    const g = outputGrads[0];
+    return [g ? b.op('avgpool2d', [g], pick(op.attrs, avgAttrs)) : undefined];
+  },
+  saves: {},
 });
 
 export const global_avg_pool = defineOp({
@@ -151,6 +277,15 @@ export const global_avg_pool = defineOp({
     }
     return [new Tensor(x!.dtype, [s[0]!, s[1]!, ...s.slice(2).map(() => 1)], out)];
   },
+  grad: ({ b, inputs, outputGrads }) => {
+    const g = outputGrads[0];
+    if (!g) return [undefined];
+    const x = inputs[0]!;
+    const size = numElements(x.type.shape.slice(2));
+    const spread = b.op('expand', [g], { shape: [...x.type.shape] });
+    return [b.op('mul', [spread, scalarLike(b, g, 1 / size)])];
+  },
+  saves: {},
 });
 
-export const POOL_OPS: OpDef[] = [maxpool2d, avgpool2d, global_avg_pool];
+export const POOL_OPS: OpDef[] = [maxpool2d, maxpool2d_grad, avgpool2d, avgpool2d_grad, global_avg_pool];

@@ -155,7 +155,8 @@ describe('dropout', () => {
   it('validates its operand and ratio', () => {
     expect(buildError('dropout', [{ dtype: 'float32', shape: [2] }], { ratio: 1.5 })).toBe('dropout: ratio 1.5 is not in [0, 1]');
     expect(buildError('dropout', [{ dtype: 'int32', shape: [2] }], {})).toBe('dropout: operand type i32 is not a float type');
-    expect(getOpDef('dropout')!.grad).toBeUndefined(); // differentiable in x: the gradient reuses the mask
+    expect(typeof getOpDef('dropout')!.grad).toBe('function'); // differentiable in x: the gradient reuses the mask
+    expect(getOpDef('dropout')!.saves).toEqual({ results: [1] });
   });
 });
 

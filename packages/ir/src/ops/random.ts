@@ -71,6 +71,17 @@ export const dropout = defineOp({
     }
     return [new Tensor(x!.dtype, x!.shape, out), new Tensor('bool', x!.shape, mask)];
   },
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g) return [undefined];
+    const ratio = ctx.op.attrs['ratio'] as number;
+    if (!(ctx.op.attrs['training'] as boolean) || ratio === 0) return [g];
+    const b = ctx.b;
+    // the same mask and scale as the forward (ratio 1 keeps nothing and scales by 0)
+    const kept = b.op('mul', [g, b.op('cast', [ctx.outputs[1]!], { to: g.type.dtype })]);
+    return [b.op('mul', [kept, b.scalar(g.type.dtype, ratio === 1 ? 0 : 1 / (1 - ratio))])];
+  },
+  saves: { results: [1] },
 });
 
 function declared(attrs: Attrs): TensorType {

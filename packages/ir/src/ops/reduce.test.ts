@@ -174,7 +174,7 @@ describe('reduce errors', () => {
 
   it('marks argmax as non-differentiable', () => {
     expect(getOpDef('argmax')!.grad).toBe('none');
-    expect(getOpDef('reduce_sum')!.grad).toBeUndefined();
+    expect(typeof getOpDef('reduce_sum')!.grad).toBe('function');
   });
 });
 

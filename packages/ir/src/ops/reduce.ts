@@ -2,9 +2,11 @@ import { Attrs } from '../attributes.js';
 import { DType, dtypeShortName, isFloat } from '../dtype.js';
 import { storeConverter } from '../kernels/elementwise.js';
 import { forEachReduction, reducedShape, reductionAxes } from '../kernels/reduce.js';
-import { OpDef, defineOp } from '../opdef.js';
+import { GradContext, OpDef, defineOp } from '../opdef.js';
+import { broadcastToShape, restoreReducedAxes, scalarLike } from './gradutil.js';
 import { Shape, ShapeError, TensorType, formatShape, normalizeAxis } from '../shape.js';
 import { Tensor, allocData } from '../tensor.js';
+import type { Value } from '../graph.js';
 
 /**
  * Reductions over a set of axes (reduce_*) and argmax. `axes=[]` reduces every axis. Integer
@@ -64,6 +66,86 @@ const REDUCERS: Record<string, Reducer> = {
   },
 };
 
+/** Normalised axes and keepdims of a reduce_* op in a gradient rule. */
+function reduceOf(ctx: GradContext): { axes: number[]; keepdims: boolean } {
+  return {
+    axes: resolveReduceAxes(ctx.op.attrs['axes'] as number[], ctx.inputs[0]!.type.shape),
+    keepdims: ctx.op.attrs['keepdims'] as boolean,
+  };
+}
+
+/** d sum: the result's gradient broadcast over the reduced axes. */
+function sumGrad(ctx: GradContext): (Value | undefined)[] {
+  const g = ctx.outputGrads[0];
+  const x = ctx.inputs[0]!;
+  if (!g || !isFloat(x.type.dtype)) return [undefined];
+  const { axes, keepdims } = reduceOf(ctx);
+  return [broadcastToShape(ctx.b, restoreReducedAxes(ctx.b, g, axes, keepdims), x.type.shape)];
+}
+
+/** d mean: as sum, divided by the number of elements each result averages (divided, as the forward does). */
+function meanGrad(ctx: GradContext): (Value | undefined)[] {
+  const g = ctx.outputGrads[0];
+  const x = ctx.inputs[0]!;
+  if (!g) return [undefined];
+  const { axes, keepdims } = reduceOf(ctx);
+  const count = axes.reduce((n, a) => n * x.type.shape[a]!, 1);
+  const b = ctx.b;
+  // over no elements the operand is empty, so any finite scale gives the (empty) gradient
+  const scaled = b.op('div', [restoreReducedAxes(b, g, axes, keepdims), scalarLike(b, g, count || 1)]);
+  return [broadcastToShape(b, scaled, x.type.shape)];
+}
+
+/**
+ * d max / d min (PyTorch amax/amin): the gradient goes to the elements equal to the result,
+ * split evenly among ties.
+ */
+function extremumGrad(ctx: GradContext): (Value | undefined)[] {
+  const g = ctx.outputGrads[0];
+  const x = ctx.inputs[0]!;
+  if (!g || !isFloat(x.type.dtype)) return [undefined];
+  const { axes, keepdims } = reduceOf(ctx);
+  const b = ctx.b;
+  const y = restoreReducedAxes(b, ctx.outputs[0]!, axes, keepdims);
+  const hit = b.op('cast', [b.op('equal', [x, y])], { to: x.type.dtype });
+  const ties = b.op('reduce_sum', [hit], { axes, keepdims: true });
+  const share = b.op('div', [restoreReducedAxes(b, g, axes, keepdims), ties]);
+  return [b.op('mul', [hit, share])];
+}
+
+/**
+ * d prod without dividing by zero: each element gets the product of the others. With no zero in
+ * its group that is prod/x; with exactly one zero, the zero gets the product of the non-zero
+ * elements and the rest 0; with two or more zeros everything is 0. Zeros are replaced by 1 before
+ * dividing, so no inf or NaN appears even in the branches `where` discards (which would poison
+ * second derivatives).
+ */
+function prodGrad(ctx: GradContext): (Value | undefined)[] {
+  const g = ctx.outputGrads[0];
+  const x = ctx.inputs[0]!;
+  if (!g || !isFloat(x.type.dtype)) return [undefined];
+  const { axes, keepdims } = reduceOf(ctx);
+  const b = ctx.b;
+  const zero = scalarLike(b, x, 0);
+  const one = scalarLike(b, x, 1);
+  const isZero = b.op('equal', [x, zero]);
+  const safe = b.op('where', [isZero, one, x]);
+  const nonZeroProd = b.op('reduce_prod', [safe], { axes, keepdims: true });
+  const zeroCount = b.op('reduce_sum', [b.op('cast', [isZero], { to: x.type.dtype })], { axes, keepdims: true });
+  const gp = b.op('mul', [restoreReducedAxes(b, g, axes, keepdims), nonZeroProd]);
+  const atZero = b.op('where', [b.op('equal', [zeroCount, one]), gp, zero]);
+  const atOther = b.op('where', [b.op('equal', [zeroCount, zero]), b.op('div', [gp, safe]), zero]);
+  return [broadcastToShape(b, b.op('where', [isZero, atZero, atOther]), x.type.shape)];
+}
+
+const GRADS: Record<string, { grad: (ctx: GradContext) => (Value | undefined)[]; saves: { operands?: number[]; results?: number[] } }> = {
+  reduce_sum: { grad: sumGrad, saves: {} },
+  reduce_mean: { grad: meanGrad, saves: {} },
+  reduce_max: { grad: extremumGrad, saves: { operands: [0], results: [0] } },
+  reduce_min: { grad: extremumGrad, saves: { operands: [0], results: [0] } },
+  reduce_prod: { grad: prodGrad, saves: { operands: [0] } },
+};
+
 function reduction(name: string, doc: string, kind: Kind): OpDef {
   const r = REDUCERS[name]!;
   return defineOp({
@@ -96,6 +178,8 @@ function reduction(name: string, doc: string, kind: Kind): OpDef {
       });
       return [new Tensor(t, shape, out)];
     },
+    grad: GRADS[name]!.grad,
+    saves: GRADS[name]!.saves,
   });
 }
 
