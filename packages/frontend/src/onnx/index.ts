@@ -1,0 +1,10 @@
+export { importOnnx, importOnnxFile, removeDeadOps } from './importer.js';
+export type { OnnxImportOptions, OnnxImportResult } from './importer.js';
+export { OnnxUnsupportedError } from './errors.js';
+export { ONNX_OPS, SUPPORTED_OPSETS, findLowering, mappedOnnxOps } from './ops.js';
+export type { OnnxOpEntry, Lowering } from './ops.js';
+export { OnnxProto, decodeModel, decodeTensor, encodeModel, encodeTensor, ONNX_DTYPE, onnxDTypeName, int64 } from './proto.js';
+export type { ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto, AttributeProto } from './proto.js';
+export { tensorFromProto, irDTypeOf } from './tensor.js';
+export type { DecodedTensor } from './tensor.js';
+export * as onnxTesting from './testing.js';
