@@ -14,3 +14,6 @@ export * from './verify.js';
 export { initialParameterValue } from './ops/source.js';
 export { ALL_OPS } from './ops/index.js';
 export * as kernels from './kernels/index.js';
+export * from './text/index.js';
+export * from './clone.js';
+export * from './program.js';

@@ -1,6 +1,6 @@
 import { checkAttr } from './attributes.js';
 import { Diagnostic, error } from './diagnostics.js';
-import { Graph, Value, inferOp } from './graph.js';
+import { Graph, Op, Value, inferOp } from './graph.js';
 import { ShapeError, formatType, typesEqual } from './shape.js';
 
 /**
@@ -14,15 +14,28 @@ export function verifyGraph(g: Graph): Diagnostic[] {
   const defined = new Set<Value>();
   for (const op of g.ops) for (const r of op.results) defined.add(r);
 
+  // operand slots that their value's use list records; one pass over all uses keeps this linear
+  // when a value has many users (a weight shared by every layer)
+  const recorded = new Map<Op, boolean[]>();
+  for (const v of defined) {
+    for (const u of v.uses) {
+      if (u.op.operands[u.index] !== v) continue;
+      let slots = recorded.get(u.op);
+      if (!slots) recorded.set(u.op, (slots = []));
+      slots[u.index] = true;
+    }
+  }
+
   for (const op of g.ops) {
     const where = `${op.kind}`;
     op.operands.forEach((v, i) => {
       if (!defined.has(v) || !live.has(v.producer)) {
         out.push(error(`${where}: operand ${i} is not defined by an op of this graph`, op.loc));
-      } else if (!v.uses.some((u) => u.op === op && u.index === i)) {
+      } else if (!recorded.get(op)?.[i]) {
         out.push(error(`${where}: use list of operand ${i} is out of date`, op.loc));
       }
     });
+    const before = out.length;
     for (const [k, spec] of Object.entries(op.def.attrs)) {
       const v = op.attrs[k];
       if (v === undefined) {
@@ -32,9 +45,12 @@ export function verifyGraph(g: Graph): Diagnostic[] {
       const p = checkAttr(k, spec, v);
       if (p) out.push(error(`${where}: ${p}`, op.loc));
     }
+    // inference assumes complete, well-typed attributes: with broken ones it is not meaningful
+    const attrsOk = out.length === before;
     for (const k of Object.keys(op.attrs)) {
       if (!(k in op.def.attrs)) out.push(error(`${where}: unknown attribute '${k}'`, op.loc));
     }
+    if (!attrsOk) continue;
     try {
       const types = inferOp(op.def, op.operands.map((v) => v.type), op.attrs);
       if (types.length !== op.results.length) {

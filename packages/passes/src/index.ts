@@ -1,1 +1,4 @@
-export {};
+export * from './pass.js';
+export * from './manager.js';
+export * from './autograd.js';
+export * from './training/index.js';

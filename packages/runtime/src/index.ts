@@ -1,2 +1,5 @@
 export { runGraph } from './reference/interpreter.js';
 export type { RunOptions, RunResult } from './reference/interpreter.js';
+export { ModuleInterpreter } from './reference/module.js';
+export type { ModuleRunOptions } from './reference/module.js';
+export * from './session/index.js';

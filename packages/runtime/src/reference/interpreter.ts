@@ -23,6 +23,8 @@ export interface RunOptions {
 
 export interface RunResult {
   outputs: Record<string, Tensor>;
+  /** Values written by `assign` ops, by parameter/variable name (applied by the caller). */
+  assigns: Map<string, Tensor>;
   values?: Map<Value, Tensor>;
 }
 
@@ -48,6 +50,7 @@ export function runGraph(g: Graph, feeds: Readonly<Record<string, Tensor>>, opts
   for (const op of order) for (const r of op.results) lastUse.set(r, Math.max(-1, ...r.uses.map((u) => pos.get(u.op) ?? -1)));
 
   const env = new Map<Value, Tensor>();
+  const assigns = new Map<string, Tensor>();
   const all = opts.keepAll ? new Map<Value, Tensor>() : undefined;
   const known = new Set(g.inputs().map((o) => o.attrs['name'] as string));
   for (const k of Object.keys(feeds)) {
@@ -67,7 +70,7 @@ export function runGraph(g: Graph, feeds: Readonly<Record<string, Tensor>>, opts
         );
       }
       results = [t];
-    } else if (op.kind === 'parameter') {
+    } else if (op.kind === 'parameter' || op.kind === 'variable') {
       const given = lookup(opts.parameters, op.attrs['name'] as string);
       results = [given ?? initialParameterValue(op.attrs)];
     } else {
@@ -76,6 +79,11 @@ export function runGraph(g: Graph, feeds: Readonly<Record<string, Tensor>>, opts
         if (!t) throw new Error(`internal: value %${v.id} used by ${op.kind} is not computed`);
         return t;
       });
+      if (op.kind === 'assign') {
+        const name = op.attrs['name'] as string;
+        if (assigns.has(name)) throw new DiagnosticError(error(`'${name}' is assigned twice in one graph`, op.loc));
+        assigns.set(name, args[0]!);
+      }
       results = op.def.kernel(args, op.attrs, ctx);
     }
     op.results.forEach((r, k) => {
@@ -90,5 +98,5 @@ export function runGraph(g: Graph, feeds: Readonly<Record<string, Tensor>>, opts
 
   const outputs: Record<string, Tensor> = {};
   for (const o of g.outputs) outputs[o.name] = env.get(o.value)!;
-  return all ? { outputs, values: all } : { outputs };
+  return all ? { outputs, assigns, values: all } : { outputs, assigns };
 }

@@ -1,0 +1,844 @@
+/**
+ * Reads the text form written by printer.ts back into a Graph. The text is line-based (one
+ * statement per line), so each line is lexed and parsed on its own with chevrotain and analysed
+ * at once: memory stays proportional to the graph, not to the token count, and a syntax error
+ * never runs past its line. Chevrotain's error recovery continues within a line, and every line
+ * is checked, so one run reports all syntax errors; when there are none, the semantic errors
+ * (unknown ops and values, bad attributes, types that disagree with inference, via verifyGraph)
+ * are reported together. Every diagnostic points at the offending token.
+ */
+import {
+  CstNode,
+  CstParser,
+  EOF,
+  ILexingError,
+  IParserErrorMessageProvider,
+  IRecognitionException,
+  IToken,
+  Lexer,
+  TokenType,
+  createToken,
+  tokenLabel,
+} from 'chevrotain';
+import { AttrValue, InitSpec } from '../attributes.js';
+import { DType, dtypeByteSize, halfBitsToFloat, parseDType } from '../dtype.js';
+import { Diagnostic, DiagnosticError, error } from '../diagnostics.js';
+import { Annotations, Graph, Op, Value, completeAttrs, inferOp } from '../graph.js';
+import { Frame, Location, UNKNOWN_LOC } from '../location.js';
+import { OpDef, operandCountOk } from '../opdef.js';
+import { getOpDef } from '../registry.js';
+import { ShapeError, TensorType, numElements } from '../shape.js';
+import { Tensor, TensorData, allocData, castScalar } from '../tensor.js';
+import { verifyGraph } from '../verify.js';
+
+// ---- tokens ----
+
+const Word = createToken({ name: 'Word', pattern: Lexer.NA, label: 'a name' });
+const Identifier = createToken({ name: 'Identifier', pattern: /[A-Za-z_][A-Za-z0-9_.]*/, categories: [Word], label: 'a name' });
+const keyword = (word: string) =>
+  createToken({ name: `Kw_${word}`, pattern: new RegExp(word), longer_alt: Identifier, categories: [Word], label: `'${word}'` });
+const GraphKw = keyword('graph');
+const OutputKw = keyword('output');
+const LocKw = keyword('loc');
+const InKw = keyword('in');
+const ValueRef = createToken({ name: 'ValueRef', pattern: /%(?:[A-Za-z_][A-Za-z0-9_.]*|[0-9]+)/, label: 'a value (%name)' });
+const GraphName = createToken({ name: 'GraphName', pattern: /@(?:[A-Za-z_][A-Za-z0-9_.]*|"(?:[^"\\\n\r]|\\.)*")/, label: 'a graph name (@name)' });
+const StringLit = createToken({ name: 'StringLit', pattern: /"(?:[^"\\\n\r]|\\.)*"/, label: 'a string' });
+const NumberLit = createToken({ name: 'NumberLit', pattern: /-inf|-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?/, label: 'a number' });
+const punct = (name: string, ch: string) => createToken({ name, pattern: ch, label: `'${ch}'` });
+const Equals = punct('Equals', '=');
+const Comma = punct('Comma', ',');
+const Colon = punct('Colon', ':');
+const LParen = punct('LParen', '(');
+const RParen = punct('RParen', ')');
+const LCurly = punct('LCurly', '{');
+const RCurly = punct('RCurly', '}');
+const LBracket = punct('LBracket', '[');
+const RBracket = punct('RBracket', ']');
+const Less = punct('Less', '<');
+const Greater = punct('Greater', '>');
+const WhiteSpace = createToken({ name: 'WhiteSpace', pattern: /[ \t\r]+/, group: Lexer.SKIPPED });
+const Comment = createToken({ name: 'Comment', pattern: /\/\/[^\n]*/, group: Lexer.SKIPPED });
+
+const ALL_TOKENS: TokenType[] = [
+  WhiteSpace, Comment,
+  GraphKw, OutputKw, LocKw, InKw, Identifier, Word,
+  ValueRef, GraphName, StringLit, NumberLit,
+  Equals, Comma, Colon, LParen, RParen, LCurly, RCurly, LBracket, RBracket, Less, Greater,
+];
+
+// ---- grammar ----
+
+/** Lines are parsed one at a time: the parser's end of input is the end of a line. */
+function describeToken(t: IToken | undefined): string {
+  if (!t || t.tokenType === EOF) return 'the end of the line';
+  return `'${t.image}'`;
+}
+
+function label(t: TokenType): string {
+  return t === EOF ? 'the end of the line' : tokenLabel(t);
+}
+
+function listLabels(types: readonly TokenType[]): string {
+  const labels = [...new Set(types.map(label))];
+  return labels.length <= 1 ? (labels[0] ?? 'more input') : `${labels.slice(0, -1).join(', ')} or ${labels[labels.length - 1]}`;
+}
+
+const MESSAGES: IParserErrorMessageProvider = {
+  buildMismatchTokenMessage: ({ expected, actual }) => `expected ${label(expected)} but found ${describeToken(actual)}`,
+  buildNotAllInputParsedMessage: ({ firstRedundant }) => `expected the end of the line but found ${describeToken(firstRedundant)}`,
+  buildNoViableAltMessage: ({ expectedPathsPerAlt, actual }) =>
+    `expected ${listLabels(expectedPathsPerAlt.flat().map((p) => p[0]!).filter(Boolean))} but found ${describeToken(actual[0])}`,
+  buildEarlyExitMessage: ({ expectedIterationPaths, actual }) =>
+    `expected ${listLabels(expectedIterationPaths.map((p) => p[0]!).filter(Boolean))} but found ${describeToken(actual[0])}`,
+};
+
+class TextIrParser extends CstParser {
+  constructor() {
+    super(ALL_TOKENS, { recoveryEnabled: true, maxLookahead: 3, errorMessageProvider: MESSAGES });
+    this.performSelfAnalysis();
+  }
+
+  /** `graph @name {` */
+  header = this.RULE('header', () => {
+    this.CONSUME(GraphKw);
+    this.CONSUME(GraphName);
+    this.CONSUME(LCurly);
+  });
+
+  /** `}` */
+  footer = this.RULE('footer', () => {
+    this.CONSUME(RCurly);
+  });
+
+  statement = this.RULE('statement', () => {
+    this.OR([{ ALT: () => this.SUBRULE(this.outputStmt) }, { ALT: () => this.SUBRULE(this.opStmt) }]);
+  });
+
+  outputStmt = this.RULE('outputStmt', () => {
+    this.CONSUME(OutputKw);
+    this.CONSUME(StringLit);
+    this.CONSUME(Equals);
+    this.CONSUME(ValueRef);
+  });
+
+  opStmt = this.RULE('opStmt', () => {
+    this.OPTION(() => {
+      this.CONSUME(ValueRef, { LABEL: 'result' });
+      this.MANY(() => {
+        this.CONSUME(Comma);
+        this.CONSUME2(ValueRef, { LABEL: 'result' });
+      });
+      this.CONSUME(Equals);
+    });
+    this.CONSUME(Identifier, { LABEL: 'kind' });
+    this.OPTION2(() => {
+      this.CONSUME(LParen);
+      this.OPTION3(() => {
+        this.CONSUME3(ValueRef, { LABEL: 'operand' });
+        this.MANY2(() => {
+          this.CONSUME2(Comma);
+          this.CONSUME4(ValueRef, { LABEL: 'operand' });
+        });
+      });
+      this.CONSUME(RParen);
+    });
+    this.OPTION4(() => {
+      this.CONSUME(LCurly);
+      this.OPTION5(() => {
+        this.SUBRULE(this.entry, { LABEL: 'attr' });
+        this.MANY3(() => {
+          this.CONSUME3(Comma);
+          this.SUBRULE2(this.entry, { LABEL: 'attr' });
+        });
+      });
+      this.CONSUME(RCurly);
+    });
+    this.OPTION6(() => {
+      this.CONSUME(LBracket);
+      this.OPTION7(() => {
+        this.SUBRULE3(this.entry, { LABEL: 'annotation' });
+        this.MANY4(() => {
+          this.CONSUME4(Comma);
+          this.SUBRULE4(this.entry, { LABEL: 'annotation' });
+        });
+      });
+      this.CONSUME(RBracket);
+    });
+    this.OPTION8(() => {
+      this.CONSUME(Colon);
+      this.SUBRULE(this.type);
+      this.MANY5(() => {
+        this.CONSUME5(Comma);
+        this.SUBRULE2(this.type);
+      });
+    });
+    this.OPTION9(() => {
+      this.CONSUME(LocKw);
+      this.CONSUME2(LParen);
+      this.SUBRULE(this.frame);
+      this.MANY6(() => {
+        this.CONSUME6(Comma);
+        this.SUBRULE2(this.frame);
+      });
+      this.CONSUME2(RParen);
+    });
+  });
+
+  entry = this.RULE('entry', () => {
+    this.CONSUME(Word, { LABEL: 'key' });
+    this.CONSUME(Equals);
+    this.SUBRULE(this.value);
+  });
+
+  value = this.RULE('value', () => {
+    this.OR([
+      { ALT: () => this.CONSUME(NumberLit) },
+      { ALT: () => this.CONSUME(StringLit) },
+      {
+        ALT: () => {
+          this.CONSUME(Word);
+          this.OPTION(() => {
+            this.CONSUME(Less);
+            this.SUBRULE(this.angleBody);
+            this.CONSUME(Greater);
+          });
+        },
+      },
+      { ALT: () => this.SUBRULE(this.list) },
+    ]);
+  });
+
+  list = this.RULE('list', () => {
+    this.CONSUME(LBracket);
+    this.OPTION(() => {
+      this.SUBRULE(this.value, { LABEL: 'item' });
+      this.MANY(() => {
+        this.CONSUME(Comma);
+        this.SUBRULE2(this.value, { LABEL: 'item' });
+      });
+    });
+    this.CONSUME(RBracket);
+  });
+
+  /** `dense<type, payload>` or `fn<key = value, ...>`. */
+  angleBody = this.RULE('angleBody', () => {
+    this.OR([
+      {
+        ALT: () => {
+          this.SUBRULE(this.type);
+          this.CONSUME(Comma);
+          this.SUBRULE(this.value, { LABEL: 'payload' });
+        },
+      },
+      {
+        ALT: () => {
+          this.OPTION(() => {
+            this.SUBRULE(this.entry);
+            this.MANY(() => {
+              this.CONSUME2(Comma);
+              this.SUBRULE2(this.entry);
+            });
+          });
+        },
+      },
+    ]);
+  });
+
+  type = this.RULE('type', () => {
+    this.CONSUME(Word, { LABEL: 'dtype' });
+    this.CONSUME(LBracket);
+    this.OPTION(() => {
+      this.CONSUME(NumberLit, { LABEL: 'dim' });
+      this.MANY(() => {
+        this.CONSUME(Comma);
+        this.CONSUME2(NumberLit, { LABEL: 'dim' });
+      });
+    });
+    this.CONSUME(RBracket);
+  });
+
+  frame = this.RULE('frame', () => {
+    this.CONSUME(StringLit, { LABEL: 'file' });
+    this.OPTION(() => {
+      this.CONSUME(Colon);
+      this.CONSUME(NumberLit, { LABEL: 'line' });
+      this.OPTION2(() => {
+        this.CONSUME2(Colon);
+        this.CONSUME2(NumberLit, { LABEL: 'col' });
+      });
+    });
+    this.OPTION3(() => {
+      this.CONSUME3(Colon);
+      this.CONSUME2(StringLit, { LABEL: 'name' });
+    });
+    this.OPTION4(() => {
+      this.CONSUME(InKw);
+      this.OR([{ ALT: () => this.CONSUME(Word, { LABEL: 'fn' }) }, { ALT: () => this.CONSUME3(StringLit, { LABEL: 'fn' }) }]);
+    });
+  });
+}
+
+const LEXER = new Lexer(ALL_TOKENS, { positionTracking: 'onlyOffset' });
+let parserInstance: TextIrParser | undefined;
+
+// ---- CST access ----
+
+type Children = Record<string, (CstNode | IToken)[] | undefined>;
+
+function kids(n: CstNode): Children {
+  return n.children as Children;
+}
+function tokens(n: CstNode, key: string): IToken[] {
+  return (kids(n)[key] as IToken[] | undefined) ?? [];
+}
+function nodes(n: CstNode, key: string): CstNode[] {
+  return (kids(n)[key] as CstNode[] | undefined) ?? [];
+}
+function tok(n: CstNode, key: string): IToken | undefined {
+  return tokens(n, key)[0];
+}
+function node(n: CstNode, key: string): CstNode | undefined {
+  return nodes(n, key)[0];
+}
+function isToken(x: CstNode | IToken): x is IToken {
+  return (x as IToken).image !== undefined;
+}
+/** The first token of a subtree (for diagnostics). */
+function firstToken(n: CstNode): IToken | undefined {
+  let best: IToken | undefined;
+  for (const list of Object.values(kids(n))) {
+    for (const x of list ?? []) {
+      const t = isToken(x) ? x : firstToken(x);
+      if (t && (!best || t.startOffset < best.startOffset)) best = t;
+    }
+  }
+  return best;
+}
+
+// ---- semantic analysis ----
+
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+const UINT32_MAX = 2 ** 32 - 1;
+const ANNOTATION_KEYS = ['scope', 'block', 'ipu', 'stage', 'phase', 'recompute'];
+
+class Analyzer {
+  /** Syntax errors, then (when there are none) semantic errors. */
+  readonly syntax: Diagnostic[] = [];
+  readonly diags: Diagnostic[] = [];
+  graph: Graph | undefined;
+  /** The line being read (1-based) and its length. */
+  line = 0;
+  lineLength = 0;
+  private readonly values = new Map<string, Value>();
+  private readonly definedAt = new Map<string, string>();
+  /** Values whose defining statement failed: uses are skipped without a second error. */
+  private readonly poisoned = new Set<string>();
+  private readonly outputNames = new Set<string>();
+  /** Ops with their source location: they carry their text position while being verified. */
+  readonly built: { op: Op; sourceLoc: Location }[] = [];
+  private readonly spans = new Map<Location, number>();
+
+  constructor(readonly file: string) {}
+
+  /** Where a token of the current line is (its end for the parser's end of input). */
+  locOf(t: IToken | undefined): Location {
+    const col = !t || t.tokenType === EOF ? this.lineLength + 1 : t.startOffset + 1;
+    return { frames: [{ file: this.file, line: this.line, col }] };
+  }
+
+  report(message: string, at: IToken | undefined, notes?: readonly string[], into = this.diags): void {
+    const span = at && at.tokenType !== EOF ? Math.max(1, at.image.length) : 1;
+    into.push({ ...error(message, this.locOf(at), notes), span });
+  }
+
+  private where(t: IToken): string {
+    return `${this.file}:${this.line}:${t.startOffset + 1}`;
+  }
+
+  header(n: CstNode): void {
+    const nameTok = tok(n, 'GraphName')!;
+    const raw = nameTok.image.slice(1);
+    this.graph = new Graph(raw.startsWith('"') ? (this.str(nameTok) ?? raw) : raw);
+  }
+
+  statement(st: CstNode): void {
+    const g = this.graph!;
+    const out = node(st, 'outputStmt');
+    if (out) this.output(g, out);
+    else this.op(g, node(st, 'opStmt')!);
+  }
+
+  private str(t: IToken): string | undefined {
+    const image = t.tokenType === GraphName ? t.image.slice(1) : t.image;
+    try {
+      return JSON.parse(image) as string;
+    } catch {
+      this.report(`malformed string ${image}`, t);
+      return undefined;
+    }
+  }
+
+  private int(t: IToken, what: string, min = -Infinity): number | undefined {
+    const x = Number(t.image);
+    if (!/^-?[0-9]+$/.test(t.image) || !Number.isSafeInteger(x) || x < min) {
+      this.report(`${what} must be ${min === 0 ? 'a non-negative' : 'an'} integer, not ${t.image}`, t);
+      return undefined;
+    }
+    return x;
+  }
+
+  /** The value a reference names; undefined (reported unless its definition failed) when none. */
+  private use(t: IToken): Value | undefined {
+    const v = this.values.get(t.image);
+    if (!v && !this.poisoned.has(t.image)) this.report(`undefined value ${t.image}`, t);
+    return v;
+  }
+
+  private output(g: Graph, n: CstNode): void {
+    const nameTok = tok(n, 'StringLit')!;
+    const name = this.str(nameTok);
+    const v = this.use(tok(n, 'ValueRef')!);
+    if (name === undefined) return;
+    if (this.outputNames.has(name)) {
+      this.report(`output ${JSON.stringify(name)} is defined twice`, nameTok);
+      return;
+    }
+    this.outputNames.add(name);
+    if (v) g.addOutput(name, v);
+  }
+
+  private op(g: Graph, n: CstNode): void {
+    const before = this.diags.length;
+    const kindTok = tok(n, 'kind')!;
+    const kind = kindTok.image;
+    const results = tokens(n, 'result');
+
+    // result names: reject redefinitions even when the rest of the line is wrong
+    const fresh: IToken[] = [];
+    for (const r of results) {
+      const first = this.definedAt.get(r.image);
+      if (first) this.report(`value ${r.image} is defined twice`, r, [`first defined at ${first}`]);
+      else {
+        this.definedAt.set(r.image, this.where(r));
+        fresh.push(r);
+      }
+    }
+    const fail = () => {
+      for (const r of fresh) this.poisoned.add(r.image);
+    };
+
+    const def = getOpDef(kind);
+    if (!def) {
+      this.report(`unknown op '${kind}'`, kindTok);
+      return fail();
+    }
+
+    const operandToks = tokens(n, 'operand');
+    const operands: Value[] = [];
+    let operandsOk = true;
+    for (const t of operandToks) {
+      const v = this.use(t);
+      if (v) operands.push(v);
+      else operandsOk = false;
+    }
+    const countProblem = operandCountOk(def, operandToks.length);
+    if (countProblem) this.report(`${kind}: ${countProblem}`, kindTok);
+
+    const given: Record<string, AttrValue> = {};
+    const keyTok = new Map<string, IToken>();
+    for (const e of nodes(n, 'attr')) {
+      const k = tok(e, 'key')!;
+      if (keyTok.has(k.image)) {
+        this.report(`attribute '${k.image}' is given twice`, k);
+        continue;
+      }
+      keyTok.set(k.image, k);
+      const v = this.attrValue(node(e, 'value')!);
+      if (v !== undefined) given[k.image] = v;
+    }
+
+    const typeNodes = nodes(n, 'type');
+    const declared: TensorType[] = [];
+    for (const t of typeNodes) {
+      const ty = this.type(t);
+      if (ty) declared.push(ty);
+    }
+    if (typeNodes.length && typeNodes.length !== results.length) {
+      this.report(`${kind}: ${results.length} result${results.length === 1 ? ' is' : 's are'} named but ${typeNodes.length} type${typeNodes.length === 1 ? ' is' : 's are'} given`, kindTok);
+    }
+    if (def.typeFromAttrs && declared.length && declared.length === typeNodes.length) {
+      if (!('dtype' in given) && !keyTok.has('dtype')) given['dtype'] = declared[0]!.dtype;
+      if (!('shape' in given) && !keyTok.has('shape')) given['shape'] = [...declared[0]!.shape];
+    }
+
+    const { scope, annotations } = this.annotations(nodes(n, 'annotation'));
+    const sourceLoc = this.location(nodes(n, 'frame'));
+
+    if (this.diags.length > before || !operandsOk) return fail();
+
+    let attrs;
+    try {
+      attrs = completeAttrs(def, given);
+    } catch (e) {
+      if (!(e instanceof ShapeError)) throw e;
+      const named = /attribute '([^']*)'/.exec(e.message)?.[1];
+      this.report(`${kind}: ${e.message}`, (named !== undefined && keyTok.get(named)) || kindTok);
+      return fail();
+    }
+
+    let types: TensorType[] = declared;
+    if (!typeNodes.length) {
+      try {
+        types = inferOp(def, operands.map((v) => v.type), attrs);
+      } catch (e) {
+        if (!(e instanceof ShapeError)) throw e;
+        this.report(`${kind}: ${e.message}`, kindTok);
+        return fail();
+      }
+      if (types.length !== results.length) {
+        this.report(`${kind}: gives ${types.length} result${types.length === 1 ? '' : 's'} but ${results.length} ${results.length === 1 ? 'is' : 'are'} named`, kindTok);
+        return fail();
+      }
+    }
+
+    const textLoc = this.locOf(kindTok);
+    this.spans.set(textLoc, kind.length);
+    const names = results.map((r) => (/^%[0-9]/.test(r.image) ? undefined : r.image.slice(1)));
+    const op = g.insertOp(def, operands, attrs, { loc: textLoc, scope, annotations, names }, types);
+    this.built.push({ op, sourceLoc });
+    op.results.forEach((v, i) => this.values.set(results[i]!.image, v));
+  }
+
+  private annotations(entries: CstNode[]): { scope: string; annotations: Annotations } {
+    let scope = '';
+    const ann: { -readonly [K in keyof Annotations]: Annotations[K] } = {};
+    const seen = new Set<string>();
+    for (const e of entries) {
+      const k = tok(e, 'key')!;
+      const key = k.image;
+      if (!ANNOTATION_KEYS.includes(key)) {
+        this.report(`unknown annotation '${key}' (annotations: ${ANNOTATION_KEYS.join(', ')})`, k);
+        continue;
+      }
+      if (seen.has(key)) {
+        this.report(`annotation '${key}' is given twice`, k);
+        continue;
+      }
+      seen.add(key);
+      const vn = node(e, 'value')!;
+      const s = tok(vn, 'StringLit');
+      const num = tok(vn, 'NumberLit');
+      const word = tok(vn, 'Word');
+      const at = firstToken(vn);
+      if (key === 'scope' || key === 'block') {
+        const v = s ? this.str(s) : undefined;
+        if (!s) this.report(`annotation '${key}' must be a string`, at);
+        else if (v !== undefined) {
+          if (key === 'scope') scope = v;
+          else ann.block = v;
+        }
+      } else if (key === 'recompute') {
+        const v = word && !node(vn, 'angleBody') ? word.image : s ? this.str(s) : undefined;
+        if (v === 'checkpoint' || v === 'recompute') ann.recompute = v;
+        else this.report(`annotation 'recompute' must be checkpoint or recompute`, at);
+      } else {
+        const v = num ? this.int(num, `annotation '${key}'`) : undefined;
+        if (!num) this.report(`annotation '${key}' must be an integer`, at);
+        else if (v !== undefined) ann[key as 'ipu' | 'stage' | 'phase'] = v;
+      }
+    }
+    return { scope, annotations: ann };
+  }
+
+  private location(frames: CstNode[]): Location {
+    if (!frames.length) return UNKNOWN_LOC;
+    const out: Frame[] = [];
+    for (const f of frames) {
+      const file = this.str(tok(f, 'file')!);
+      const lineTok = tok(f, 'line');
+      const colTok = tok(f, 'col');
+      const nameTok = tok(f, 'name');
+      const fnTok = tok(f, 'fn');
+      const frame: { -readonly [K in keyof Frame]: Frame[K] } = { file: file ?? '' };
+      if (lineTok) frame.line = this.int(lineTok, 'a line number');
+      if (colTok) frame.col = this.int(colTok, 'a column number');
+      if (nameTok) frame.name = this.str(nameTok);
+      if (fnTok) frame.fn = fnTok.tokenType === StringLit ? this.str(fnTok) : fnTok.image;
+      out.push(frame);
+    }
+    return { frames: out };
+  }
+
+  private type(n: CstNode): TensorType | undefined {
+    const dt = tok(n, 'dtype')!;
+    const dtype = parseDType(dt.image);
+    if (!dtype) this.report(`unknown dtype '${dt.image}' (dtypes: f32, f16, f64, i32, u32, bool)`, dt);
+    const shape: number[] = [];
+    let ok = dtype !== undefined;
+    for (const d of tokens(n, 'dim')) {
+      const x = this.int(d, 'a dimension', 0);
+      if (x === undefined) ok = false;
+      else shape.push(x);
+    }
+    return ok ? { dtype: dtype!, shape } : undefined;
+  }
+
+  /** A number written as a literal or as inf / nan. */
+  private number(vn: CstNode): number | undefined {
+    const num = tok(vn, 'NumberLit');
+    if (num) return num.image === '-inf' ? -Infinity : Number(num.image);
+    const w = tok(vn, 'Word');
+    if (w && !node(vn, 'angleBody')) {
+      if (w.image === 'inf') return Infinity;
+      if (w.image === 'nan') return NaN;
+    }
+    return undefined;
+  }
+
+  private attrValue(vn: CstNode): AttrValue | undefined {
+    const x = this.number(vn);
+    if (x !== undefined) return x;
+    const s = tok(vn, 'StringLit');
+    if (s) return this.str(s);
+    const list = node(vn, 'list');
+    if (list) {
+      const items: number[] = [];
+      for (const item of nodes(list, 'item')) {
+        const v = this.number(item);
+        if (v === undefined) {
+          this.report(`list elements must be numbers`, firstToken(item));
+          return undefined;
+        }
+        items.push(v);
+      }
+      return items;
+    }
+    const w = tok(vn, 'Word')!;
+    const body = node(vn, 'angleBody');
+    if (body) return w.image === 'dense' ? this.tensor(w, body) : this.initSpec(w, body);
+    if (w.image === 'true') return true;
+    if (w.image === 'false') return false;
+    const dt = parseDType(w.image);
+    if (dt) return dt;
+    this.report(`unknown value '${w.image}' (strings are written in double quotes)`, w);
+    return undefined;
+  }
+
+  private initSpec(fnTok: IToken, body: CstNode): InitSpec | undefined {
+    if (node(body, 'type')) {
+      this.report(`'${fnTok.image}<...>' takes key = value arguments (tensors are written dense<type, values>)`, fnTok);
+      return undefined;
+    }
+    const args: Record<string, number> = {};
+    for (const e of nodes(body, 'entry')) {
+      const k = tok(e, 'key')!;
+      const v = this.number(node(e, 'value')!);
+      if (v === undefined) {
+        this.report(`initializer argument '${k.image}' must be a number`, firstToken(node(e, 'value')!));
+        return undefined;
+      }
+      args[k.image] = v;
+    }
+    return { kind: 'init', fn: fnTok.image, args };
+  }
+
+  private tensor(at: IToken, body: CstNode): Tensor | undefined {
+    const tn = node(body, 'type');
+    if (!tn) {
+      this.report(`dense<...> needs a type and values: dense<f32[2], [1.0, 2.0]>`, at);
+      return undefined;
+    }
+    const ty = this.type(tn);
+    if (!ty) return undefined;
+    const n = numElements(ty.shape);
+    let data;
+    try {
+      data = allocData(ty.dtype, n);
+    } catch (e) {
+      if (!(e instanceof ShapeError)) throw e;
+      this.report(e.message, firstToken(tn));
+      return undefined;
+    }
+    const payload = node(body, 'payload')!;
+    const hexTok = tok(payload, 'StringLit');
+    const list = node(payload, 'list');
+    if (hexTok) {
+      const hex = this.str(hexTok);
+      if (hex === undefined) return undefined;
+      const width = dtypeByteSize(ty.dtype);
+      if (!/^0x([0-9a-fA-F]{2})*$/.test(hex) || hex.length !== 2 + 2 * width * n) {
+        this.report(`expected "0x" and ${width * n} hex bytes for ${n} element${n === 1 ? '' : 's'}`, hexTok);
+        return undefined;
+      }
+      decodeHex(hex, ty.dtype, data);
+    } else if (list) {
+      const items = nodes(list, 'item');
+      if (items.length !== n) {
+        this.report(`${items.length} value${items.length === 1 ? '' : 's'} given for ${n} element${n === 1 ? '' : 's'}`, firstToken(payload));
+        return undefined;
+      }
+      for (let i = 0; i < n; i++) {
+        const v = this.element(items[i]!, ty.dtype);
+        if (v === undefined) return undefined;
+        data[i] = v;
+      }
+    } else {
+      this.report(`tensor values must be a list or a hex string`, firstToken(payload));
+      return undefined;
+    }
+    return new Tensor(ty.dtype, ty.shape, data);
+  }
+
+  private element(item: CstNode, dtype: DType): number | undefined {
+    const w = tok(item, 'Word');
+    if (dtype === 'bool') {
+      if (w && !node(item, 'angleBody') && (w.image === 'true' || w.image === 'false')) return w.image === 'true' ? 1 : 0;
+      this.report(`bool elements are true or false`, firstToken(item));
+      return undefined;
+    }
+    const x = this.number(item);
+    if (x === undefined) {
+      this.report(`tensor elements must be numbers`, firstToken(item));
+      return undefined;
+    }
+    if (dtype === 'int32' || dtype === 'uint32') {
+      const [lo, hi] = dtype === 'int32' ? [INT32_MIN, INT32_MAX] : [0, UINT32_MAX];
+      if (!Number.isInteger(x) || x < lo || x > hi) {
+        this.report(`element ${x} does not fit ${dtype === 'int32' ? 'i32' : 'u32'}`, firstToken(item));
+        return undefined;
+      }
+      return x;
+    }
+    return castScalar(dtype, x);
+  }
+
+  /** Runs the verifier with text positions on the ops, then gives the ops their source locations. */
+  verify(g: Graph): void {
+    for (const d of verifyGraph(g)) {
+      const span = d.loc ? this.spans.get(d.loc) : undefined;
+      this.diags.push(span !== undefined ? { ...d, span } : d);
+    }
+    for (const b of this.built) b.op.loc = b.sourceLoc;
+  }
+}
+
+function decodeHex(hex: string, dtype: DType, data: TensorData): void {
+  const byte = (i: number) => parseInt(hex.substr(2 + 2 * i, 2), 16);
+  const n = data.length;
+  if (dtype === 'bool') {
+    for (let i = 0; i < n; i++) data[i] = byte(i);
+  } else if (dtype === 'float64') {
+    // little-endian host: file order is memory order
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, 8 * n);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = byte(i);
+  } else if (dtype === 'float16') {
+    for (let i = 0; i < n; i++) data[i] = halfBitsToFloat(byte(2 * i) | (byte(2 * i + 1) << 8));
+  } else {
+    // copy bits, not values, so float32 NaN payloads survive
+    const bits = new Uint32Array(data.buffer, data.byteOffset, n);
+    for (let i = 0; i < n; i++) bits[i] = (byte(4 * i) | (byte(4 * i + 1) << 8) | (byte(4 * i + 2) << 16) | (byte(4 * i + 3) << 24)) >>> 0;
+  }
+}
+
+function lexerMessage(e: ILexingError, line: string): string {
+  const bad = line.substr(e.offset, e.length);
+  if (bad.startsWith('"')) return 'unterminated string';
+  return `unexpected character${e.length > 1 ? 's' : ''} ${JSON.stringify(bad)}`;
+}
+
+function sortByPosition(ds: Diagnostic[]): Diagnostic[] {
+  const key = (d: Diagnostic) => {
+    const f = d.loc?.frames[0];
+    return [f?.line ?? Infinity, f?.col ?? Infinity] as const;
+  };
+  return ds
+    .map((d, i) => ({ d, i, k: key(d) }))
+    .sort((a, b) => a.k[0] - b.k[0] || a.k[1] - b.k[1] || a.i - b.i)
+    .map((x) => x.d);
+}
+
+/** Runs one rule over the tokens of one line; syntax errors go to `a.syntax`. */
+function parseLine<T>(a: Analyzer, tokens: IToken[], rule: (p: TextIrParser) => T): T {
+  parserInstance ??= new TextIrParser();
+  const parser = parserInstance;
+  parser.input = tokens;
+  const cst = rule(parser);
+  for (const e of parser.errors as IRecognitionException[]) a.report(e.message, e.token, undefined, a.syntax);
+  parser.input = []; // the parser is reused: keep no tokens alive
+  return cst;
+}
+
+/**
+ * Parses the text form of a graph. Throws DiagnosticError listing every syntax error, or, when
+ * the syntax is right, every semantic error (including the verifier's), each at its token in
+ * `file`.
+ */
+export function parseGraph(text: string, file = '<text>'): Graph {
+  const a = new Analyzer(file);
+  let state: 'before' | 'body' | 'after' | 'ignored' = 'before';
+  let lineNo = 0;
+  let lastLine = 1;
+  let headerFailed = false;
+  let lastLength = 0;
+  for (let start = 0; start <= text.length; ) {
+    let end = text.indexOf('\n', start);
+    if (end < 0) end = text.length;
+    const line = text.slice(start, end);
+    start = end + 1;
+    a.line = ++lineNo;
+    a.lineLength = line.length;
+    const lexed = LEXER.tokenize(line);
+    for (const e of lexed.errors) {
+      const at = { image: line.substr(e.offset, e.length), startOffset: e.offset } as IToken;
+      a.report(lexerMessage(e, line), at, undefined, a.syntax);
+    }
+    const tokens = lexed.tokens;
+    if (!tokens.length) continue;
+    lastLine = lineNo;
+    lastLength = line.length;
+    const first = tokens[0]!;
+    switch (state) {
+      case 'before': {
+        const before = a.syntax.length;
+        const cst = parseLine(a, tokens, (p) => p.header());
+        if (!a.syntax.length) a.header(cst);
+        headerFailed = a.syntax.length > before;
+        state = 'body';
+        break;
+      }
+      case 'body': {
+        if (first.tokenType === RCurly) {
+          parseLine(a, tokens, (p) => p.footer());
+          state = 'after';
+        } else if (first.tokenType === ValueRef || first.tokenType === Identifier || first.tokenType === OutputKw) {
+          const cst = parseLine(a, tokens, (p) => p.statement());
+          if (!a.syntax.length) a.statement(cst);
+        } else {
+          a.report(`expected an op, an output or '}' but found ${describeToken(first)}`, first, undefined, a.syntax);
+        }
+        break;
+      }
+      case 'after':
+        if (first.tokenType === GraphKw) a.report('a file holds one graph; this is a second one', first, undefined, a.syntax);
+        else a.report(`expected the end of the text but found ${describeToken(first)}`, first, undefined, a.syntax);
+        state = 'ignored';
+        break;
+      case 'ignored':
+        break;
+    }
+  }
+  if (state === 'before' || (state === 'body' && !headerFailed)) {
+    // the end of the text: just after the last non-blank line
+    a.line = lastLine;
+    a.lineLength = lastLength;
+    const want = state === 'before' ? "'graph'" : "an op, an output or '}'";
+    a.report(`expected ${want} but found the end of the text`, undefined, undefined, a.syntax);
+  }
+  if (a.syntax.length) throw new DiagnosticError(sortByPosition(a.syntax));
+  const g = a.graph!;
+  a.verify(g);
+  if (a.diags.length) throw new DiagnosticError(sortByPosition(a.diags));
+  return g;
+}

@@ -1,0 +1,3 @@
+export * from './optimizer.js';
+export * from './update.js';
+export * from './module.js';

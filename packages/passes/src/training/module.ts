@@ -1,0 +1,213 @@
+import {
+  CommGroup,
+  DiagnosticError,
+  Graph,
+  GraphBuilder,
+  Module,
+  Tensor,
+  Value,
+  VariableRetrievalMode,
+  allReduce,
+  cloneGraph,
+  collectVariables,
+  error,
+  execute,
+  repeat,
+  seq,
+  streamIn,
+} from '@tilegraph/ir';
+import { differentiate, findFinalLoss } from '../autograd.js';
+import { OptimizerSpec } from './optimizer.js';
+import { emitOptimizerStep } from './update.js';
+
+export type ReductionType = 'mean' | 'sum';
+export type MeanReductionStrategy = 'running' | 'post' | 'postandloss';
+
+export interface ReplicaGroupingSetting {
+  readonly group: CommGroup;
+  readonly retrieval: VariableRetrievalMode;
+}
+
+/** The execution settings a training or inference step is built for (PopTorch Options). */
+export interface StepSettings {
+  readonly deviceIterations: number;
+  readonly replicationFactor: number;
+  readonly gradientAccumulation: number;
+  /** accumulationAndReplicationReductionType: how micro-batch gradients combine. */
+  readonly reduction: ReductionType;
+  /** Default as PopTorch: running when the accumulator type is float16, else post. */
+  readonly meanStrategy?: MeanReductionStrategy;
+  /** Per-weight replica grouping (replicaGrouping in PopTorch); others are shared by all replicas. */
+  readonly replicaGrouping?: ReadonlyMap<string, ReplicaGroupingSetting>;
+}
+
+export const DEFAULT_STEP: StepSettings = { deviceIterations: 1, replicationFactor: 1, gradientAccumulation: 1, reduction: 'mean' };
+
+function checkSettings(s: StepSettings): void {
+  for (const [k, v] of [
+    ['deviceIterations', s.deviceIterations],
+    ['replicationFactor', s.replicationFactor],
+    ['gradientAccumulation', s.gradientAccumulation],
+  ] as const) {
+    if (!Number.isInteger(v) || v < 1) throw new DiagnosticError(error(`${k} must be a positive integer, got ${v}`));
+  }
+}
+
+/** The strategy PopTorch picks when none is set: Running for float16 accumulators, else Post. */
+export function defaultMeanStrategy(opt: OptimizerSpec): MeanReductionStrategy {
+  return opt.accumType === 'float16' ? 'running' : 'post';
+}
+
+export interface TrainingModule {
+  readonly module: Module;
+  /** Name of the loss output of the step graph. */
+  readonly lossOutput: string;
+  /** Weights that receive a gradient, in graph order. */
+  readonly trained: readonly string[];
+  readonly strategy: MeanReductionStrategy;
+}
+
+/**
+ * Builds the training step of PopTorch's trainingModel as a Module:
+ *
+ *   repeat deviceIterations {
+ *     repeat gradientAccumulation { stream_in inputs; execute @step }   // forward, backward, accumulate
+ *     all_reduce accumulators (sum, or mean for Running)                 // when replicated
+ *     execute @update                                                    // reduce, clip, optimizer, reset
+ *   }
+ *
+ * The input graph is not modified.
+ */
+export function buildTrainingModule(forward: Graph, settings: StepSettings, optimizer: OptimizerSpec): TrainingModule {
+  checkSettings(settings);
+  const R = settings.replicationFactor;
+  const A = settings.gradientAccumulation;
+  const strategy = settings.meanStrategy ?? defaultMeanStrategy(optimizer);
+  const step = cloneGraph(forward, 'step').graph;
+  const lossOp = findFinalLoss(step);
+  const loss = lossOp.result;
+  if (!loss.type.dtype.startsWith('float')) throw new DiagnosticError(error('the loss must be a float tensor', lossOp.loc));
+
+  const b = new GraphBuilder(step);
+  b.loc = lossOp.loc;
+  // the backward pass starts from loss_scaling (divided by the replicas for PostAndLoss)
+  let seed: Value = optimizer.constant.includes('loss_scaling')
+    ? b.scalar('float32', optimizer.hyper['loss_scaling']!)
+    : b.op('variable', [], { name: 'optimizer.loss_scaling', dtype: 'float32', shape: [], init: Tensor.scalar('float32', optimizer.hyper['loss_scaling']!), role: 'hyperparameter' }, { names: ['optimizer.loss_scaling'] });
+  if (settings.reduction === 'mean' && strategy === 'postandloss' && R > 1) seed = b.op('div', [seed, b.scalar('float32', R)]);
+  if (seed.type.dtype !== loss.type.dtype) seed = b.op('cast', [seed], { to: loss.type.dtype });
+  if (loss.type.shape.length > 0) seed = b.op('expand', [seed], { shape: [...loss.type.shape] });
+
+  const params = step.parameters();
+  const grads = differentiate(step, { loss, seed, wrt: params.map((p) => p.result) });
+  const trained = params.filter((p) => grads.get(p.result) !== undefined);
+  if (trained.length === 0) {
+    throw new DiagnosticError(error('no parameter affects the loss: there is nothing to train', lossOp.loc));
+  }
+
+  // accumulate this micro-batch's gradient
+  const running = settings.reduction === 'mean' && strategy === 'running';
+  let counter: Value | undefined;
+  let keep: Value | undefined;
+  let fresh: Value | undefined;
+  if (running) {
+    counter = b.op('variable', [], { name: 'accum.counter', dtype: 'float32', shape: [], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'counter' }, { names: ['accum.counter'] });
+    const next = b.op('add', [counter, b.scalar('float32', 1)]);
+    keep = b.op('div', [counter, next]); // f / (f + 1)
+    fresh = b.op('reciprocal', [next]); // 1 / (f + 1)
+    b.addOp('assign', [next], { name: 'accum.counter' });
+  }
+  const acc = optimizer.accumType;
+  const accNames: string[] = [];
+  for (const p of trained) {
+    const name = p.attrs['name'] as string;
+    b.loc = p.loc;
+    let g = grads.get(p.result)!;
+    if (g.type.dtype !== acc) g = b.op('cast', [g], { to: acc });
+    const accName = `${name}.accum`;
+    const a = b.op('variable', [], { name: accName, dtype: acc, shape: [...p.result.type.shape], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'accumulator' }, { names: [accName] });
+    const cast = (v: Value) => (v.type.dtype === acc ? v : b.op('cast', [v], { to: acc }));
+    const next = running ? b.op('add', [b.op('mul', [a, cast(keep!)]), b.op('mul', [g, cast(fresh!)])]) : b.op('add', [a, g]);
+    b.addOp('assign', [next], { name: accName });
+    accNames.push(accName);
+  }
+
+  // the update graph: reduced gradient, optimizer, reset of accumulators
+  const update = new Graph('update');
+  const u = new GraphBuilder(update);
+  const stepVar = u.op('variable', [], { name: 'optimizer.step', dtype: 'float32', shape: [], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'counter' }, { names: ['optimizer.step'] });
+  const t = u.op('add', [stepVar, u.scalar('float32', 1)]);
+  u.addOp('assign', [t], { name: 'optimizer.step' });
+  let divisor = 1;
+  if (settings.reduction === 'mean') divisor = strategy === 'post' ? A * R : strategy === 'postandloss' ? A : 1;
+  const weights = trained.map((p, i) => {
+    const name = p.attrs['name'] as string;
+    u.loc = p.loc;
+    const w = u.op('parameter', [], p.attrs, { names: [name] });
+    const a = u.op('variable', [], { name: accNames[i]!, dtype: acc, shape: [...p.result.type.shape], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'accumulator' }, { names: [accNames[i]!] });
+    const g = divisor === 1 ? a : u.op('div', [a, u.scalar(acc, divisor)]);
+    u.addOp('assign', [u.op('expand', [u.scalar(acc, 0)], { shape: [...p.result.type.shape] })], { name: accNames[i]! });
+    return { name, weight: w, grad: g };
+  });
+  if (running) u.addOp('assign', [u.scalar('float32', 0)], { name: 'accum.counter' });
+  emitOptimizerStep(u, optimizer, weights, t);
+
+  const graphs = new Map([
+    ['step', step],
+    ['update', update],
+  ]);
+  const inputs = step.inputs().map((o) => o.attrs['name'] as string);
+  const reduceOp = running ? 'mean' : 'sum';
+  const program = repeat(
+    settings.deviceIterations,
+    seq(repeat(A, seq(streamIn(inputs), execute('step'))), ...(R > 1 ? [allReduce(accNames, reduceOp)] : []), execute('update')),
+  );
+  const diagnostics: import('@tilegraph/ir').Diagnostic[] = [];
+  const variables = collectVariables(graphs, diagnostics);
+  if (diagnostics.length) throw new DiagnosticError(diagnostics);
+  applyGrouping(variables, settings, R);
+  const lossOutput = step.outputs.find((o) => o.value === loss)?.name ?? addLossOutput(step, loss);
+  return { module: { name: forward.name, graphs, program, replicationFactor: R, variables }, lossOutput, trained: trained.map((p) => p.attrs['name'] as string), strategy };
+}
+
+function addLossOutput(g: Graph, loss: Value): string {
+  let name = 'loss';
+  for (let i = 1; g.outputs.some((o) => o.name === name); i++) name = `loss_${i}`;
+  g.addOutput(name, loss);
+  return name;
+}
+
+/** Weights keep their replica grouping; their accumulators and optimizer state follow it. */
+function applyGrouping(variables: Map<string, import('@tilegraph/ir').VariableInfo>, settings: StepSettings, R: number): void {
+  const grouping = settings.replicaGrouping;
+  if (!grouping) return;
+  for (const [name, s] of grouping) {
+    const w = variables.get(name);
+    if (!w || w.role !== 'weight') throw new DiagnosticError(error(`replicaGrouping: the model has no parameter named '${name}'`));
+    if (s.group.type === 'consecutive' || s.group.type === 'orthogonal') {
+      if (!Number.isInteger(s.group.size) || s.group.size < 1 || R % s.group.size !== 0) {
+        throw new DiagnosticError(error(`replicaGrouping of '${name}': group size ${s.group.size} does not divide the replication factor ${R}`));
+      }
+    }
+    for (const v of variables.values()) {
+      if (v.name === name || v.name.startsWith(`${name}.`)) {
+        v.group = s.group;
+        v.retrieval = s.retrieval;
+      }
+    }
+  }
+}
+
+/** Inference: repeat deviceIterations { stream_in inputs; execute @forward }. */
+export function buildInferenceModule(forward: Graph, settings: StepSettings): Module {
+  checkSettings(settings);
+  if (settings.gradientAccumulation !== 1) {
+    throw new DiagnosticError(error(`gradientAccumulation is ${settings.gradientAccumulation} but an inference model does not accumulate gradients`, undefined, ['set Training.gradientAccumulation(1) for inference']));
+  }
+  const g = cloneGraph(forward, 'forward').graph;
+  const inputs = g.inputs().map((o) => o.attrs['name'] as string);
+  const graphs = new Map([['forward', g]]);
+  const variables = collectVariables(graphs);
+  applyGrouping(variables, settings, settings.replicationFactor);
+  return { name: forward.name, graphs, program: repeat(settings.deviceIterations, seq(streamIn(inputs), execute('forward'))), replicationFactor: settings.replicationFactor, variables };
+}

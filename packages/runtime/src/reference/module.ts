@@ -1,0 +1,142 @@
+import {
+  DiagnosticError,
+  Module,
+  ProgramNode,
+  Tensor,
+  error,
+  formatShape,
+  formatType,
+  isInitSpec,
+  materializeInit,
+  replicaGroups,
+  shapesEqual,
+} from '@tilegraph/ir';
+import { runGraph } from './interpreter.js';
+
+export interface ModuleRunOptions {
+  seed?: number;
+  print?: (line: string) => void;
+}
+
+/**
+ * Runs a Module's program on the host with every replica simulated: each replica has its own
+ * copy of every parameter and variable; stream_in hands replica r its next micro-batch; graph
+ * outputs are appended to host output streams in consumption order (replica fastest);
+ * all_reduce combines a variable across the replicas of its group. The semantic reference for
+ * the compiled executable.
+ */
+export class ModuleInterpreter {
+  readonly module: Module;
+  /** state[r]: the values of replica r. */
+  private readonly state: Map<string, Tensor>[];
+  private step = 0;
+  private readonly opts: ModuleRunOptions;
+
+  constructor(module: Module, opts: ModuleRunOptions = {}) {
+    this.module = module;
+    this.opts = opts;
+    const initial = new Map<string, Tensor>();
+    for (const v of module.variables.values()) {
+      initial.set(v.name, isInitSpec(v.init) ? materializeInit(v.init, v.type.dtype, v.type.shape) : (v.init as Tensor));
+    }
+    this.state = Array.from({ length: module.replicationFactor }, () => new Map(initial));
+  }
+
+  get replicas(): number {
+    return this.module.replicationFactor;
+  }
+
+  /** The value of a parameter or variable on each replica. */
+  read(name: string): Tensor[] {
+    this.variable(name);
+    return this.state.map((s) => s.get(name)!);
+  }
+
+  /** Writes a parameter or variable on all replicas, or on the listed ones. */
+  write(name: string, value: Tensor, replicas?: readonly number[]): void {
+    const v = this.variable(name);
+    if (value.dtype !== v.type.dtype || !shapesEqual(value.shape, v.type.shape)) {
+      throw new DiagnosticError(error(`'${name}' is ${formatType(v.type)}; cannot write ${value.dtype}${formatShape(value.shape)}`));
+    }
+    for (const r of replicas ?? this.state.keys()) this.state[r]!.set(name, value);
+  }
+
+  private variable(name: string) {
+    const v = this.module.variables.get(name);
+    if (!v) throw new DiagnosticError(error(`no parameter or variable named '${name}'`));
+    return v;
+  }
+
+  /**
+   * Runs the program once. `inputs[name]` lists the micro-batches of each input stream in
+   * consumption order (micro-batch k goes to replica k mod R). Returns each graph output's
+   * values in the order they were produced.
+   */
+  run(inputs: Readonly<Record<string, readonly Tensor[]>>): Record<string, Tensor[]> {
+    const cursor = new Map<string, number>();
+    const current: Map<string, Tensor>[] = this.state.map(() => new Map());
+    const outputs: Record<string, Tensor[]> = {};
+    const R = this.replicas;
+
+    const exec = (node: ProgramNode): void => {
+      switch (node.kind) {
+        case 'sequence':
+          node.body.forEach(exec);
+          return;
+        case 'repeat':
+          for (let i = 0; i < node.count; i++) exec(node.body);
+          return;
+        case 'stream_in':
+          for (const name of node.inputs) {
+            const list = inputs[name];
+            if (!list) throw new DiagnosticError(error(`no data was given for input '${name}'`));
+            for (let r = 0; r < R; r++) {
+              const k = cursor.get(name) ?? 0;
+              const t = list[k];
+              if (!t) throw new DiagnosticError(error(`input '${name}' ran out of data after ${k} micro-batches`));
+              cursor.set(name, k + 1);
+              current[r]!.set(name, t);
+            }
+          }
+          return;
+        case 'execute': {
+          const g = this.module.graphs.get(node.graph)!;
+          const names = g.inputs().map((o) => o.attrs['name'] as string);
+          for (let r = 0; r < R; r++) {
+            const feeds: Record<string, Tensor> = {};
+            for (const n of names) {
+              const t = current[r]!.get(n);
+              if (!t) throw new DiagnosticError(error(`graph '${node.graph}' reads input '${n}' before any stream_in`));
+              feeds[n] = t;
+            }
+            const res = runGraph(g, feeds, {
+              parameters: this.state[r]!,
+              seed: (this.opts.seed ?? 0) + r * 0x9e3779b1,
+              step: this.step,
+              ...(this.opts.print ? { print: this.opts.print } : {}),
+            });
+            for (const [name, t] of res.assigns) this.state[r]!.set(name, t);
+            for (const [name, t] of Object.entries(res.outputs)) (outputs[name] ??= []).push(t);
+          }
+          this.step++;
+          return;
+        }
+        case 'all_reduce':
+          for (const name of node.variables) {
+            const v = this.variable(name);
+            for (const members of replicaGroups(v.group, R)) {
+              const vals = members.map((r) => this.state[r]!.get(name)!);
+              const acc = new Float64Array(vals[0]!.size);
+              for (const t of vals) for (let i = 0; i < acc.length; i++) acc[i]! += t.data[i]!;
+              if (node.op === 'mean') for (let i = 0; i < acc.length; i++) acc[i]! /= members.length;
+              const out = Tensor.from(v.type.dtype, v.type.shape, acc);
+              for (const r of members) this.state[r]!.set(name, out);
+            }
+          }
+          return;
+      }
+    };
+    exec(this.module.program);
+    return outputs;
+  }
+}

@@ -1,0 +1,42 @@
+import { Module, Tensor } from '@tilegraph/ir';
+import { ModuleInterpreter } from '../reference/module.js';
+
+/**
+ * Where a compiled step runs. The reference backend interprets the Module on the host; the
+ * compiled backend (emulated or real IPU) runs generated code. Sessions use only this interface.
+ */
+export interface Backend {
+  readonly kind: string;
+  /** Runs the program once over the given micro-batch streams; returns outputs in production order. */
+  run(streams: Readonly<Record<string, readonly Tensor[]>>): Record<string, Tensor[]>;
+  /** A parameter or variable, one value per replica. */
+  read(name: string): Tensor[];
+  /** Writes a parameter or variable on the given replicas (all when omitted). */
+  write(name: string, value: Tensor, replicas?: readonly number[]): void;
+}
+
+export interface BackendOptions {
+  seed?: number;
+  print?: (line: string) => void;
+}
+
+export class ReferenceBackend implements Backend {
+  readonly kind = 'reference';
+  private readonly interp: ModuleInterpreter;
+  constructor(module: Module, opts: BackendOptions = {}) {
+    this.interp = new ModuleInterpreter(module, opts);
+  }
+  run(streams: Readonly<Record<string, readonly Tensor[]>>): Record<string, Tensor[]> {
+    return this.interp.run(streams);
+  }
+  read(name: string): Tensor[] {
+    return this.interp.read(name);
+  }
+  write(name: string, value: Tensor, replicas?: readonly number[]): void {
+    this.interp.write(name, value, replicas);
+  }
+}
+
+export type BackendFactory = (module: Module, opts: BackendOptions) => Backend;
+
+export const referenceBackend: BackendFactory = (m, o) => new ReferenceBackend(m, o);

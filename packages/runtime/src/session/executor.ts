@@ -1,0 +1,405 @@
+import {
+  CommGroup,
+  DiagnosticError,
+  Graph,
+  Module,
+  Tensor,
+  VariableInfo,
+  VariableRetrievalMode as IrRetrieval,
+  allocData,
+  cloneGraph,
+  error,
+  formatShape,
+  formatType,
+  groupOfReplica,
+  replicaGroups,
+  shapesEqual,
+} from '@tilegraph/ir';
+import { CommGroupType, Options, OptionsError, OutputMode, ReductionType, MeanReductionStrategy, VariableRetrievalMode } from '@tilegraph/frontend';
+import {
+  MeanReductionStrategy as StepStrategy,
+  OptimizerSpec,
+  ReplicaGroupingSetting,
+  StepSettings,
+  buildInferenceModule,
+  buildTrainingModule,
+  updateHyper,
+} from '@tilegraph/passes';
+import { Backend, BackendFactory, referenceBackend } from './backend.js';
+import { OutputSelection, RunLayout, microBatchesPerRun, selectOutputs, splitBatch, streamForReplicas } from './io.js';
+
+/** Per-weight replica grouping, as PopTorch's `per_replica_params`: (CommGroupType, shards, VariableRetrievalMode). */
+export interface WeightGrouping {
+  readonly type: CommGroupType;
+  readonly shards: number;
+  readonly retrieval?: VariableRetrievalMode;
+}
+
+export interface ExecutorSettings {
+  /** Weight name → replica grouping. */
+  readonly replicaGrouping?: Readonly<Record<string, WeightGrouping>>;
+  /** Where the step runs (default: the reference interpreter). */
+  readonly backend?: BackendFactory;
+  /** Where ipu_print_tensor writes. */
+  readonly print?: (line: string) => void;
+}
+
+function commGroup(type: CommGroupType, size: number): CommGroup {
+  switch (type) {
+    case CommGroupType.All:
+      return { type: 'all', size: 0 };
+    case CommGroupType.Consecutive:
+      return { type: 'consecutive', size };
+    case CommGroupType.Orthogonal:
+      return { type: 'orthogonal', size };
+    case CommGroupType.NoGrouping:
+      return { type: 'none', size: 1 };
+  }
+}
+
+function retrievalMode(m: VariableRetrievalMode | undefined): IrRetrieval {
+  return m === VariableRetrievalMode.AllReplicas ? 'all_replicas' : 'one_per_group';
+}
+
+/** Rethrows an option problem as a diagnostic, so tools print it like every other error. */
+function asDiagnostic<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof OptionsError) throw new DiagnosticError(error(e.message));
+    throw e;
+  }
+}
+
+/**
+ * A model prepared for the device, like PopTorch's PoplarExecutor: compiled on first use,
+ * run with host tensors whose first dimension holds all the micro-batches of one run, with a host
+ * copy of the weights kept in step with the device.
+ */
+export abstract class PoplarExecutor {
+  abstract readonly kind: 'training' | 'inference';
+  readonly model: Graph;
+  readonly options: Options;
+  protected readonly settings: ExecutorSettings;
+  protected module: Module | undefined;
+  protected backend: Backend | undefined;
+  /** Host copy of the weights (as the user sees them: grouped weights have a leading group dim). */
+  private host = new Map<string, Tensor>();
+  /** The host copy changed since the last copy to the device. */
+  private hostDirty = false;
+  private anchors = new Map<string, Tensor>();
+  protected runs = 0;
+
+  constructor(model: Graph, options: Options, settings: ExecutorSettings = {}) {
+    this.model = model;
+    this.options = options;
+    this.settings = settings;
+  }
+
+  protected abstract buildModule(step: StepSettings): Module;
+  /** The graph whose outputs a run returns. */
+  protected abstract get outputGraph(): string;
+
+  get isCompiled(): boolean {
+    return this.module !== undefined;
+  }
+
+  /** The compiled module (compiling first if needed): for dumps and tests. */
+  compiledModule(): Module {
+    this.compile();
+    return this.module!;
+  }
+
+  protected stepSettings(): StepSettings {
+    const o = this.options;
+    const grouping = new Map<string, ReplicaGroupingSetting>();
+    for (const [name, g] of Object.entries(this.settings.replicaGrouping ?? {})) {
+      grouping.set(name, { group: commGroup(g.type, g.shards), retrieval: retrievalMode(g.retrieval) });
+    }
+    const strategy = o.Training.mean_strategy_explicit
+      ? ({ [MeanReductionStrategy.Running]: 'running', [MeanReductionStrategy.Post]: 'post', [MeanReductionStrategy.PostAndLoss]: 'postandloss' } as const)[
+          o.Training.mean_accumulation_and_replication_reduction_strategy
+        ]
+      : undefined;
+    return {
+      deviceIterations: o.device_iterations,
+      replicationFactor: o.replication_factor,
+      gradientAccumulation: o.Training.gradient_accumulation,
+      reduction: o.Training.accumulation_and_replication_reduction_type === ReductionType.Sum ? 'sum' : 'mean',
+      ...(strategy ? { meanStrategy: strategy as StepStrategy } : {}),
+      replicaGrouping: grouping,
+    };
+  }
+
+  /** Builds the step and loads it on the backend. Later calls do nothing. */
+  compile(): void {
+    if (this.module) return;
+    asDiagnostic(() => this.options.validateFor(this.kind));
+    const step = this.stepSettings();
+    this.module = this.buildModule(step);
+    const seed = this.options.random_seed;
+    this.backend = (this.settings.backend ?? referenceBackend)(this.module, {
+      ...(seed !== undefined ? { seed } : {}),
+      ...(this.settings.print ? { print: this.settings.print } : {}),
+    });
+    for (const [name, t] of this.host) this.writeToDevice(name, t);
+    this.hostDirty = false;
+  }
+
+  private layout(): RunLayout {
+    const R = this.options.replication_factor;
+    const k = this.options.input_group_size;
+    const group: CommGroup = k > 1 ? commGroup(this.options.input_group_type, k) : { type: 'none', size: 1 };
+    const inputGroupOf = Array.from({ length: R }, (_, r) => groupOfReplica(group, R, r));
+    return {
+      deviceIterations: this.options.device_iterations,
+      accumulation: this.kind === 'training' ? this.options.Training.gradient_accumulation : 1,
+      replicas: R,
+      inputGroupOf,
+      inputGroups: Math.max(...inputGroupOf) + 1,
+    };
+  }
+
+  /** Names of the model's inputs with their per-micro-batch types. */
+  inputTypes(): { name: string; type: import('@tilegraph/ir').TensorType }[] {
+    return this.model.inputs().map((o) => ({ name: o.attrs['name'] as string, type: o.result.type }));
+  }
+
+  /**
+   * Runs one step: `inputs[name]` holds micro-batch × deviceIterations × gradientAccumulation ×
+   * replicas samples along its first dimension. Returns the outputs selected by outputMode.
+   */
+  run(inputs: Readonly<Record<string, Tensor>>): Record<string, Tensor> {
+    this.compile();
+    if (this.hostDirty) this.copyWeightsToDevice();
+    const l = this.layout();
+    const n = microBatchesPerRun(l);
+    const streams: Record<string, Tensor[]> = {};
+    const given = new Set(Object.keys(inputs));
+    for (const { name, type } of this.inputTypes()) {
+      const t = inputs[name];
+      if (!t) throw new DiagnosticError(error(`input '${name}' (${n} micro-batches of ${formatType(type)}) was not given`));
+      streams[name] = streamForReplicas(splitBatch(name, t, type, n), l);
+      given.delete(name);
+    }
+    if (given.size) {
+      throw new DiagnosticError(error(`the model has no input named ${[...given].map((x) => `'${x}'`).join(', ')} (inputs: ${this.inputTypes().map((i) => i.name).join(', ')})`));
+    }
+    const produced = this.backend!.run(streams);
+    this.runs++;
+    const mode = this.options.output_mode === OutputMode.Default ? (this.kind === 'training' ? OutputMode.Final : OutputMode.All) : this.options.output_mode;
+    const sel = (m: OutputMode, period: number): OutputSelection =>
+      m === OutputMode.EveryN ? { mode: 'EveryN', period } : m === OutputMode.Sum ? { mode: 'Sum' } : m === OutputMode.Final ? { mode: 'Final' } : { mode: 'All' };
+    const out: Record<string, Tensor> = {};
+    const g = this.module!.graphs.get(this.outputGraph)!;
+    for (const o of g.outputs) {
+      const values = produced[o.name] ?? [];
+      if (o.name.startsWith('anchor:')) continue;
+      out[o.name] = selectOutputs(values, sel(mode, this.options.output_return_period), l);
+    }
+    for (const [name, a] of Object.entries(this.options.anchored_tensors)) {
+      const values = produced[`anchor:${name}`];
+      if (values) this.anchors.set(name, selectOutputs(values, sel(a.output_mode ?? mode, a.output_return_period), l));
+    }
+    return out;
+  }
+
+  /** The value of a tensor anchored with Options.anchorTensor, from the last run. */
+  getAnchoredTensor(name: string): Tensor {
+    const t = this.anchors.get(name);
+    if (!t) throw new DiagnosticError(error(`no anchored tensor named '${name}' has been returned yet (anchor it with Options.anchorTensor and run the model)`));
+    return t;
+  }
+
+  /** Names of the weights and of the other state (optimizer state, accumulators) on the device. */
+  getTensorNames(): string[] {
+    this.compile();
+    return [...this.module!.variables.keys()];
+  }
+
+  private weightInfo(name: string): VariableInfo {
+    this.compile();
+    const v = this.module!.variables.get(name);
+    if (!v) throw new DiagnosticError(error(`the model has no tensor named '${name}'`, undefined, [`names: ${[...this.module!.variables.keys()].slice(0, 20).join(', ')}`]));
+    return v;
+  }
+
+  /** Reads a tensor from the device as the host sees it: one value, or one per group / replica. */
+  private readFromDevice(name: string): Tensor {
+    const v = this.weightInfo(name);
+    const perReplica = this.backend!.read(name);
+    const R = this.module!.replicationFactor;
+    const groups = replicaGroups(v.group, R);
+    if (v.retrieval === 'all_replicas' && R > 1) return stack(perReplica);
+    if (groups.length === 1) return perReplica[0]!;
+    return stack(groups.map((members) => perReplica[members[0]!]!));
+  }
+
+  private writeToDevice(name: string, t: Tensor): void {
+    const v = this.weightInfo(name);
+    const R = this.module!.replicationFactor;
+    if (t.dtype === v.type.dtype && shapesEqual(t.shape, v.type.shape)) {
+      this.backend!.write(name, t);
+      return;
+    }
+    const groups = replicaGroups(v.group, R);
+    const lead = t.shape[0];
+    const rest = t.shape.slice(1);
+    if (t.dtype === v.type.dtype && shapesEqual(rest, v.type.shape) && (lead === groups.length || (lead === R && v.retrieval === 'all_replicas'))) {
+      const parts = unstack(t);
+      if (lead === groups.length) groups.forEach((members, g) => this.backend!.write(name, parts[g]!, members));
+      else parts.forEach((p, r) => this.backend!.write(name, p, [r]));
+      return;
+    }
+    throw new DiagnosticError(
+      error(`'${name}' is ${formatType(v.type)}${groups.length > 1 ? ` in ${groups.length} replica groups` : ''}; cannot load ${t.dtype}${formatShape(t.shape)}`),
+    );
+  }
+
+  /** Copies the weights from the device to the host copy. */
+  copyWeightsToHost(): void {
+    this.compile();
+    for (const v of this.module!.variables.values()) if (v.role === 'weight') this.host.set(v.name, this.readFromDevice(v.name));
+    this.hostDirty = false;
+  }
+
+  /** Copies the host copy of the weights to the device. */
+  copyWeightsToDevice(): void {
+    this.compile();
+    for (const [name, t] of this.host) this.writeToDevice(name, t);
+    this.hostDirty = false;
+  }
+
+  /** The weights by name, read from the device (like model.state_dict() after a PopTorch run). */
+  stateDict(): Record<string, Tensor> {
+    this.copyWeightsToHost();
+    return Object.fromEntries(this.host);
+  }
+
+  /** Any device tensor by name (weights, optimizer state, accumulators), as the host sees it. */
+  readTensor(name: string): Tensor {
+    return this.readFromDevice(name);
+  }
+
+  /**
+   * Loads weights by name (load_state_dict). With `strict`, every weight must be given and no
+   * unknown name is accepted. Takes effect on the device before the next run.
+   */
+  loadStateDict(dict: Readonly<Record<string, Tensor>>, strict = true): void {
+    this.compile();
+    const weights = [...this.module!.variables.values()].filter((v) => v.role === 'weight').map((v) => v.name);
+    const unknown = Object.keys(dict).filter((k) => !weights.includes(k));
+    const missing = weights.filter((w) => !(w in dict));
+    if (unknown.length || (strict && missing.length)) {
+      const notes = [...(unknown.length ? [`unexpected: ${unknown.join(', ')}`] : []), ...(strict && missing.length ? [`missing: ${missing.join(', ')}`] : [])];
+      throw new DiagnosticError(error('loadStateDict: the names do not match the model’s weights', undefined, notes));
+    }
+    for (const [k, t] of Object.entries(dict)) {
+      this.writeToDevice(k, t); // validates shapes now rather than at the next run
+      this.host.set(k, t);
+    }
+  }
+}
+
+function stack(ts: readonly Tensor[]): Tensor {
+  const first = ts[0]!;
+  const data = allocData(first.dtype, first.size * ts.length);
+  ts.forEach((t, i) => data.set(t.data as never, i * first.size));
+  return new Tensor(first.dtype, [ts.length, ...first.shape], data);
+}
+
+function unstack(t: Tensor): Tensor[] {
+  const n = t.shape[0]!;
+  const shape = t.shape.slice(1);
+  const size = t.size / n;
+  return Array.from({ length: n }, (_, i) => new Tensor(t.dtype, shape, t.data.slice(i * size, (i + 1) * size)));
+}
+
+export class InferenceModel extends PoplarExecutor {
+  readonly kind = 'inference';
+  protected get outputGraph(): string {
+    return 'forward';
+  }
+  protected buildModule(step: StepSettings): Module {
+    return buildInferenceModule(withAnchors(this.model, this.options), step);
+  }
+}
+
+export class TrainingModel extends PoplarExecutor {
+  readonly kind = 'training';
+  private optimizer: OptimizerSpec;
+  private lossName = 'loss';
+
+  constructor(model: Graph, options: Options, optimizer: OptimizerSpec, settings: ExecutorSettings = {}) {
+    super(model, options, settings);
+    this.optimizer = optimizer;
+  }
+  protected get outputGraph(): string {
+    return 'step';
+  }
+  get lossOutput(): string {
+    return this.lossName;
+  }
+  protected buildModule(step: StepSettings): Module {
+    const t = buildTrainingModule(withAnchors(this.model, this.options), step, this.optimizer);
+    this.lossName = t.lossOutput;
+    return t.module;
+  }
+
+  /** The optimizer currently in use. */
+  get currentOptimizer(): OptimizerSpec {
+    return this.optimizer;
+  }
+
+  /**
+   * Changes hyperparameters without recompiling (they live in device variables). Changes that
+   * alter the structure of the update — a momentum turned on, clipping turned on, a different
+   * optimizer type or a constant hyperparameter — need a new model.
+   */
+  setOptimizer(next: OptimizerSpec | Readonly<Record<string, number>>): void {
+    const cur = this.optimizer;
+    const spec = 'type' in next && typeof next.type === 'string' ? (next as OptimizerSpec) : updateHyper(cur, next as Record<string, number>);
+    const problems: string[] = [];
+    if (spec.type !== cur.type) problems.push(`the optimizer type changes from ${cur.type} to ${spec.type}`);
+    for (const [k, v] of Object.entries(spec.flags)) if (cur.flags[k] !== v) problems.push(`${k} changes from ${cur.flags[k]} to ${v}`);
+    for (const [k, v] of Object.entries(spec.hyper)) {
+      const old = cur.hyper[k]!;
+      if (cur.constant.includes(k) && v !== old) problems.push(`${k} was marked constant`);
+      if ((k === 'momentum' || k === 'max_grad_norm' || k === 'max_weight_norm') && (old === 0 || !Number.isFinite(old)) !== (v === 0 || !Number.isFinite(v))) {
+        problems.push(`${k} changes from ${old} to ${v}, which changes the update's structure`);
+      }
+    }
+    if (problems.length) throw new DiagnosticError(error('setOptimizer: this change needs a recompilation (create a new trainingModel)', undefined, problems));
+    this.optimizer = spec;
+    if (!this.module) return;
+    for (const [k, v] of Object.entries(spec.hyper)) {
+      const name = `optimizer.${k}`;
+      if (this.module.variables.has(name)) this.backend!.write(name, Tensor.scalar('float32', v));
+    }
+  }
+}
+
+/** A copy of the graph with outputs `anchor:<name>` for every anchored tensor (Options.anchorTensor). */
+function withAnchors(g: Graph, o: Options): Graph {
+  const anchors = Object.entries(o.anchored_tensors);
+  if (anchors.length === 0) return g;
+  g = cloneGraph(g).graph;
+  const byName = new Map<string, import('@tilegraph/ir').Value>();
+  for (const v of g.values()) if (v.name) byName.set(v.name, v);
+  for (const [name, a] of anchors) {
+    const v = byName.get(a.path);
+    if (!v) throw new DiagnosticError(error(`anchorTensor '${name}': the model has no tensor named '${a.path}'`));
+    if (!g.outputs.some((x) => x.name === `anchor:${name}`)) g.addOutput(`anchor:${name}`, v);
+  }
+  return g;
+}
+
+/** PopTorch's trainingModel: the step (forward, loss, backward, reduction, update) runs on the device. */
+export function trainingModel(model: Graph, options: Options, optimizer: OptimizerSpec, settings: ExecutorSettings = {}): TrainingModel {
+  return new TrainingModel(model, options, optimizer, settings);
+}
+
+/** PopTorch's inferenceModel. */
+export function inferenceModel(model: Graph, options: Options, settings: ExecutorSettings = {}): InferenceModel {
+  return new InferenceModel(model, options, settings);
+}

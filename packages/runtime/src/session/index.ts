@@ -1,0 +1,3 @@
+export * from './backend.js';
+export * from './io.js';
+export * from './executor.js';
