@@ -1,1 +1,4 @@
-export {};
+export * from './options.js';
+export * from './onnx/index.js';
+export * from './dsl/index.js';
+export * from './api/index.js';

@@ -90,6 +90,17 @@ export class GraphBuilder {
     }
   }
 
+  /** Runs `fn` with the scope set to a whole "/"-separated path (restored afterwards). */
+  withScopePath<T>(path: string, fn: () => T): T {
+    const saved = this.scopes;
+    this.scopes = path ? path.split('/') : [];
+    try {
+      return fn();
+    } finally {
+      this.scopes = saved;
+    }
+  }
+
   pushScope(name: string): void {
     this.scopes.push(name);
   }

@@ -2,3 +2,4 @@ export * from './pass.js';
 export * from './manager.js';
 export * from './autograd.js';
 export * from './training/index.js';
+export * from './decompose.js';

@@ -1,6 +1,22 @@
 import { Diagnostic, DiagnosticError, Graph, error, printGraph, verifyGraph } from '@tilegraph/ir';
 import { Pass, PassContext } from './pass.js';
 
+export interface PrintOptions {
+  debugInfo: boolean;
+  locationExcludes?: readonly string[];
+}
+
+/** How a pipeline prints and verifies the unit it transforms. */
+export interface UnitKind<T> {
+  print(unit: T, opts: PrintOptions): string;
+  verify(unit: T): Diagnostic[];
+}
+
+export const GRAPH_UNIT: UnitKind<Graph> = {
+  print: (g, o) => printGraph(g, { debugInfo: o.debugInfo, ...(o.locationExcludes ? { locationExcludes: o.locationExcludes } : {}) }),
+  verify: (g) => verifyGraph(g),
+};
+
 export interface PassManagerOptions {
   /** Verify the IR after every pass (default true). A failure names the pass: it is a compiler bug. */
   verify?: boolean;
@@ -22,18 +38,19 @@ export interface PassTiming {
   readonly ms: number;
 }
 
-export interface PipelineResult {
-  readonly graph: Graph;
+export interface PipelineResult<T> {
+  readonly unit: T;
   readonly timings: readonly PassTiming[];
   readonly diagnostics: readonly Diagnostic[];
 }
 
 /** Runs a pipeline of named passes with verification, IR dumps and per-pass timing. */
-export class PassManager {
-  readonly passes: readonly Pass[];
+export class PassManager<T = Graph> {
+  readonly passes: readonly Pass<T>[];
   private readonly opts: PassManagerOptions;
+  private readonly kind: UnitKind<T>;
 
-  constructor(passes: readonly Pass[], opts: PassManagerOptions = {}) {
+  constructor(passes: readonly Pass<T>[], opts: PassManagerOptions = {}, kind: UnitKind<T> = GRAPH_UNIT as unknown as UnitKind<T>) {
     const names = new Set(passes.map((p) => p.name));
     for (const n of opts.printIrAfter ?? []) {
       if (!names.has(n)) {
@@ -44,25 +61,26 @@ export class PassManager {
     }
     this.passes = passes;
     this.opts = opts;
+    this.kind = kind;
   }
 
-  run(graph: Graph, options: Readonly<Record<string, unknown>> = {}): PipelineResult {
+  run(unit: T, options: Readonly<Record<string, unknown>> = {}): PipelineResult<T> {
     const ctx: PassContext = { options, diagnostics: [] };
     const dump = this.opts.dump ?? ((t: string) => process.stderr.write(t));
-    const printOpts = {
+    const printOpts: PrintOptions = {
       debugInfo: !!this.opts.debugInfo,
       ...(this.opts.locationExcludes ? { locationExcludes: this.opts.locationExcludes } : {}),
     };
     const after = new Set(this.opts.printIrAfter ?? []);
     const timings: PassTiming[] = [];
-    let g = graph;
+    let u = unit;
     for (const pass of this.passes) {
-      const before = this.opts.printIrAfterChange ? printGraph(g, printOpts) : undefined;
+      const before = this.opts.printIrAfterChange ? this.kind.print(u, printOpts) : undefined;
       const t0 = performance.now();
-      g = pass.run(g, ctx);
+      u = pass.run(u, ctx);
       timings.push({ pass: pass.name, ms: performance.now() - t0 });
       if (this.opts.verify ?? true) {
-        const problems = verifyGraph(g).filter((d) => d.severity === 'error');
+        const problems = this.kind.verify(u).filter((d) => d.severity === 'error');
         if (problems.length) {
           throw new DiagnosticError([
             error(`internal compiler error: the IR is invalid after pass '${pass.name}'`, undefined, ['please report this with the model']),
@@ -70,18 +88,21 @@ export class PassManager {
           ]);
         }
       }
-      const wantDump =
-        this.opts.printIrAfterAll || after.has(pass.name) || (before !== undefined && printGraph(g, printOpts) !== before);
-      if (wantDump) dump(`// ----- IR after ${pass.name} -----\n${printGraph(g, printOpts)}\n`);
+      const text = after.has(pass.name) || this.opts.printIrAfterAll || before !== undefined ? this.kind.print(u, printOpts) : undefined;
+      if (text !== undefined && (after.has(pass.name) || this.opts.printIrAfterAll || text !== before)) {
+        dump(`// ----- IR after ${pass.name} -----\n${text}\n`);
+      }
     }
-    return { graph: g, timings, diagnostics: ctx.diagnostics };
+    return { unit: u, timings, diagnostics: ctx.diagnostics };
   }
 }
 
-/** "autograd 12.3 ms" lines, longest first: what `--time-passes` prints. */
+/** The per-pass timing table `--time-passes` prints, longest first. */
 export function formatTimings(ts: readonly PassTiming[]): string {
   const total = ts.reduce((s, t) => s + t.ms, 0);
   const w = Math.max(4, ...ts.map((t) => t.pass.length));
-  const lines = [...ts].sort((a, b) => b.ms - a.ms).map((t) => `  ${t.pass.padEnd(w)}  ${t.ms.toFixed(2).padStart(9)} ms  ${total > 0 ? ((100 * t.ms) / total).toFixed(1).padStart(5) : '  0.0'}%`);
+  const lines = [...ts]
+    .sort((a, b) => b.ms - a.ms)
+    .map((t) => `  ${t.pass.padEnd(w)}  ${t.ms.toFixed(2).padStart(9)} ms  ${total > 0 ? ((100 * t.ms) / total).toFixed(1).padStart(5) : '  0.0'}%`);
   return [`pass timing (total ${total.toFixed(2)} ms):`, ...lines].join('\n');
 }

@@ -1,5 +1,9 @@
 import {
   CommGroup,
+  Diagnostic,
+  printModule,
+  verifyGraph,
+  verifyModule,
   DiagnosticError,
   Graph,
   GraphBuilder,
@@ -17,6 +21,9 @@ import {
   streamIn,
 } from '@tilegraph/ir';
 import { differentiate, findFinalLoss } from '../autograd.js';
+import { decomposeGraph } from '../decompose.js';
+import { GRAPH_UNIT, PassManager, PassManagerOptions, PassTiming, UnitKind } from '../manager.js';
+import { Pass, definePass } from '../pass.js';
 import { OptimizerSpec } from './optimizer.js';
 import { emitOptimizerStep } from './update.js';
 
@@ -65,29 +72,47 @@ export interface TrainingModule {
   /** Weights that receive a gradient, in graph order. */
   readonly trained: readonly string[];
   readonly strategy: MeanReductionStrategy;
+  readonly timings: readonly PassTiming[];
 }
 
-/**
- * Builds the training step of PopTorch's trainingModel as a Module:
- *
- *   repeat deviceIterations {
- *     repeat gradientAccumulation { stream_in inputs; execute @step }   // forward, backward, accumulate
- *     all_reduce accumulators (sum, or mean for Running)                 // when replicated
- *     execute @update                                                    // reduce, clip, optimizer, reset
- *   }
- *
- * The input graph is not modified.
- */
-export function buildTrainingModule(forward: Graph, settings: StepSettings, optimizer: OptimizerSpec): TrainingModule {
-  checkSettings(settings);
+/** What the training pipeline's passes pass on to each other. */
+export interface TrainingState {
+  readonly name: string;
+  readonly settings: StepSettings;
+  readonly optimizer: OptimizerSpec;
+  readonly strategy: MeanReductionStrategy;
+  /** Forward, loss, backward and accumulation, run once per micro-batch. */
+  step: Graph;
+  /** Reduction of the accumulated gradients, the optimizer, and the reset of accumulators. */
+  update?: Graph;
+  lossOutput?: string;
+  /** Gradient of each trained weight (by name) in `step`, set by autograd. */
+  grads?: Map<string, Value>;
+  trained?: string[];
+  accumulators?: string[];
+  module?: Module;
+}
+
+/** Prints every graph of a training pipeline's state (and the program once built). */
+export const TRAINING_UNIT: UnitKind<TrainingState> = {
+  print: (s, o) => {
+    if (s.module) return printModule(s.module, o);
+    return [s.step, ...(s.update ? [s.update] : [])].map((g) => GRAPH_UNIT.print(g, o)).join('\n');
+  },
+  verify: (s) => {
+    const ds = [s.step, ...(s.update ? [s.update] : [])].flatMap((g) => verifyGraph(g));
+    if (s.module) ds.push(...verifyModule(s.module));
+    return ds;
+  },
+};
+
+/** autograd: differentiate the final loss with respect to every parameter (seeded with loss_scaling). */
+export const autogradPass = definePass<TrainingState>('autograd', 'append the backward pass of the final loss', (s) => {
+  const { step, settings, optimizer, strategy } = s;
   const R = settings.replicationFactor;
-  const A = settings.gradientAccumulation;
-  const strategy = settings.meanStrategy ?? defaultMeanStrategy(optimizer);
-  const step = cloneGraph(forward, 'step').graph;
   const lossOp = findFinalLoss(step);
   const loss = lossOp.result;
   if (!loss.type.dtype.startsWith('float')) throw new DiagnosticError(error('the loss must be a float tensor', lossOp.loc));
-
   const b = new GraphBuilder(step);
   b.loc = lossOp.loc;
   // the backward pass starts from loss_scaling (divided by the replicas for PostAndLoss)
@@ -97,78 +122,124 @@ export function buildTrainingModule(forward: Graph, settings: StepSettings, opti
   if (settings.reduction === 'mean' && strategy === 'postandloss' && R > 1) seed = b.op('div', [seed, b.scalar('float32', R)]);
   if (seed.type.dtype !== loss.type.dtype) seed = b.op('cast', [seed], { to: loss.type.dtype });
   if (loss.type.shape.length > 0) seed = b.op('expand', [seed], { shape: [...loss.type.shape] });
-
   const params = step.parameters();
   const grads = differentiate(step, { loss, seed, wrt: params.map((p) => p.result) });
   const trained = params.filter((p) => grads.get(p.result) !== undefined);
-  if (trained.length === 0) {
-    throw new DiagnosticError(error('no parameter affects the loss: there is nothing to train', lossOp.loc));
-  }
+  if (trained.length === 0) throw new DiagnosticError(error('no parameter affects the loss: there is nothing to train', lossOp.loc));
+  s.grads = new Map(trained.map((p) => [p.attrs['name'] as string, grads.get(p.result)!]));
+  s.trained = trained.map((p) => p.attrs['name'] as string);
+  s.lossOutput = step.outputs.find((o) => o.value === loss)?.name ?? addLossOutput(step, loss);
+});
 
-  // accumulate this micro-batch's gradient
+/** accumulate: add each micro-batch's gradient into an accumulator (a running mean for Running). */
+export const accumulatePass = definePass<TrainingState>('accumulate', 'accumulate gradients over micro-batches', (s) => {
+  const { step, settings, optimizer, strategy } = s;
+  const b = new GraphBuilder(step);
   const running = settings.reduction === 'mean' && strategy === 'running';
-  let counter: Value | undefined;
   let keep: Value | undefined;
   let fresh: Value | undefined;
   if (running) {
-    counter = b.op('variable', [], { name: 'accum.counter', dtype: 'float32', shape: [], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'counter' }, { names: ['accum.counter'] });
+    const counter = b.op('variable', [], { name: 'accum.counter', dtype: 'float32', shape: [], init: ZEROS, role: 'counter' }, { names: ['accum.counter'] });
     const next = b.op('add', [counter, b.scalar('float32', 1)]);
     keep = b.op('div', [counter, next]); // f / (f + 1)
     fresh = b.op('reciprocal', [next]); // 1 / (f + 1)
     b.addOp('assign', [next], { name: 'accum.counter' });
   }
   const acc = optimizer.accumType;
-  const accNames: string[] = [];
-  for (const p of trained) {
-    const name = p.attrs['name'] as string;
+  const params = new Map(step.parameters().map((p) => [p.attrs['name'] as string, p]));
+  s.accumulators = s.trained!.map((name) => {
+    const p = params.get(name)!;
     b.loc = p.loc;
-    let g = grads.get(p.result)!;
+    let g = s.grads!.get(name)!;
     if (g.type.dtype !== acc) g = b.op('cast', [g], { to: acc });
     const accName = `${name}.accum`;
-    const a = b.op('variable', [], { name: accName, dtype: acc, shape: [...p.result.type.shape], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'accumulator' }, { names: [accName] });
+    const a = b.op('variable', [], { name: accName, dtype: acc, shape: [...p.result.type.shape], init: ZEROS, role: 'accumulator' }, { names: [accName] });
     const cast = (v: Value) => (v.type.dtype === acc ? v : b.op('cast', [v], { to: acc }));
     const next = running ? b.op('add', [b.op('mul', [a, cast(keep!)]), b.op('mul', [g, cast(fresh!)])]) : b.op('add', [a, g]);
     b.addOp('assign', [next], { name: accName });
-    accNames.push(accName);
-  }
+    return accName;
+  });
+});
 
-  // the update graph: reduced gradient, optimizer, reset of accumulators
+/** optimizer: the update graph — reduced gradient, clipping, the optimizer rule, accumulator reset. */
+export const optimizerPass = definePass<TrainingState>('optimizer', 'build the weight update', (s) => {
+  const { settings, optimizer, strategy } = s;
+  const A = settings.gradientAccumulation;
+  const R = settings.replicationFactor;
+  const acc = optimizer.accumType;
   const update = new Graph('update');
   const u = new GraphBuilder(update);
-  const stepVar = u.op('variable', [], { name: 'optimizer.step', dtype: 'float32', shape: [], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'counter' }, { names: ['optimizer.step'] });
+  const stepVar = u.op('variable', [], { name: 'optimizer.step', dtype: 'float32', shape: [], init: ZEROS, role: 'counter' }, { names: ['optimizer.step'] });
   const t = u.op('add', [stepVar, u.scalar('float32', 1)]);
   u.addOp('assign', [t], { name: 'optimizer.step' });
   let divisor = 1;
   if (settings.reduction === 'mean') divisor = strategy === 'post' ? A * R : strategy === 'postandloss' ? A : 1;
-  const weights = trained.map((p, i) => {
-    const name = p.attrs['name'] as string;
+  const params = new Map(s.step.parameters().map((p) => [p.attrs['name'] as string, p]));
+  const weights = s.trained!.map((name, i) => {
+    const p = params.get(name)!;
+    const accName = s.accumulators![i]!;
     u.loc = p.loc;
     const w = u.op('parameter', [], p.attrs, { names: [name] });
-    const a = u.op('variable', [], { name: accNames[i]!, dtype: acc, shape: [...p.result.type.shape], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'accumulator' }, { names: [accNames[i]!] });
+    const a = u.op('variable', [], { name: accName, dtype: acc, shape: [...p.result.type.shape], init: ZEROS, role: 'accumulator' }, { names: [accName] });
     const g = divisor === 1 ? a : u.op('div', [a, u.scalar(acc, divisor)]);
-    u.addOp('assign', [u.op('expand', [u.scalar(acc, 0)], { shape: [...p.result.type.shape] })], { name: accNames[i]! });
+    u.addOp('assign', [u.op('expand', [u.scalar(acc, 0)], { shape: [...p.result.type.shape] })], { name: accName });
     return { name, weight: w, grad: g };
   });
-  if (running) u.addOp('assign', [u.scalar('float32', 0)], { name: 'accum.counter' });
+  if (settings.reduction === 'mean' && strategy === 'running') u.addOp('assign', [u.scalar('float32', 0)], { name: 'accum.counter' });
   emitOptimizerStep(u, optimizer, weights, t);
+  s.update = update;
+});
 
+/** decompose: composite ops to primitives, in both graphs. */
+export const decomposeTrainingPass = definePass<TrainingState>('decompose', 'rewrite composite ops into primitives', (s) => {
+  s.step = decomposeGraph(s.step);
+  if (s.update) s.update = decomposeGraph(s.update);
+});
+
+/** program: device iterations, accumulation loop, cross-replica reduction, and the shared state. */
+export const programPass = definePass<TrainingState>('program', 'build the step program and its replicated state', (s) => {
+  const { settings } = s;
+  const R = settings.replicationFactor;
+  const running = settings.reduction === 'mean' && s.strategy === 'running';
   const graphs = new Map([
-    ['step', step],
-    ['update', update],
+    ['step', s.step],
+    ['update', s.update!],
   ]);
-  const inputs = step.inputs().map((o) => o.attrs['name'] as string);
-  const reduceOp = running ? 'mean' : 'sum';
+  const inputs = s.step.inputs().map((o) => o.attrs['name'] as string);
   const program = repeat(
     settings.deviceIterations,
-    seq(repeat(A, seq(streamIn(inputs), execute('step'))), ...(R > 1 ? [allReduce(accNames, reduceOp)] : []), execute('update')),
+    seq(repeat(settings.gradientAccumulation, seq(streamIn(inputs), execute('step'))), ...(R > 1 ? [allReduce(s.accumulators!, running ? 'mean' : 'sum')] : []), execute('update')),
   );
-  const diagnostics: import('@tilegraph/ir').Diagnostic[] = [];
+  const diagnostics: Diagnostic[] = [];
   const variables = collectVariables(graphs, diagnostics);
   if (diagnostics.length) throw new DiagnosticError(diagnostics);
   applyGrouping(variables, settings, R);
-  const lossOutput = step.outputs.find((o) => o.value === loss)?.name ?? addLossOutput(step, loss);
-  return { module: { name: forward.name, graphs, program, replicationFactor: R, variables }, lossOutput, trained: trained.map((p) => p.attrs['name'] as string), strategy };
+  s.module = { name: s.name, graphs, program, replicationFactor: R, variables };
+});
+
+export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [autogradPass, accumulatePass, optimizerPass, decomposeTrainingPass, programPass];
+
+/**
+ * Builds the training step of PopTorch's trainingModel as a Module, through the named passes
+ * autograd → accumulate → optimizer → decompose → program:
+ *
+ *   repeat deviceIterations {
+ *     repeat gradientAccumulation { stream_in inputs; execute @step }   // forward, backward, accumulate
+ *     all_reduce accumulators (sum, or mean for Running)                 // when replicated
+ *     execute @update                                                    // reduce, clip, optimizer, reset
+ *   }
+ *
+ * The input graph is not modified.
+ */
+export function buildTrainingModule(forward: Graph, settings: StepSettings, optimizer: OptimizerSpec, pm: PassManagerOptions = {}): TrainingModule {
+  checkSettings(settings);
+  const strategy = settings.meanStrategy ?? defaultMeanStrategy(optimizer);
+  const state: TrainingState = { name: forward.name, settings, optimizer, strategy, step: cloneGraph(forward, 'step').graph };
+  const { unit, timings } = new PassManager(TRAINING_PASSES, pm, TRAINING_UNIT).run(state);
+  return { module: unit.module!, lossOutput: unit.lossOutput!, trained: unit.trained!, strategy, timings };
 }
+
+const ZEROS = { kind: 'init', fn: 'zeros', args: {} } as const;
 
 function addLossOutput(g: Graph, loss: Value): string {
   let name = 'loss';
@@ -204,7 +275,7 @@ export function buildInferenceModule(forward: Graph, settings: StepSettings): Mo
   if (settings.gradientAccumulation !== 1) {
     throw new DiagnosticError(error(`gradientAccumulation is ${settings.gradientAccumulation} but an inference model does not accumulate gradients`, undefined, ['set Training.gradientAccumulation(1) for inference']));
   }
-  const g = cloneGraph(forward, 'forward').graph;
+  const g = decomposeGraph(cloneGraph(forward, 'forward').graph);
   const inputs = g.inputs().map((o) => o.attrs['name'] as string);
   const graphs = new Map([['forward', g]]);
   const variables = collectVariables(graphs);

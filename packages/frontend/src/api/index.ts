@@ -1,0 +1,3 @@
+export { ModelBuilder, init } from './builder.js';
+export type { BlockOptions, ModelBuilderOptions, Operand } from './builder.js';
+export { callerLocation, parseStack } from './stack.js';

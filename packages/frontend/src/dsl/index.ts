@@ -1,0 +1,18 @@
+export * as ast from './ast.js';
+export type { ModelFile } from './ast.js';
+export { DslError } from './errors.js';
+export { Elaborator, seedFromName } from './elaborate.js';
+export type { ElaborateOptions, Elaboration, SerializedMatmul } from './elaborate.js';
+export {
+  DEFAULT_DSL_EXCLUDES,
+  STDLIB_DIR,
+  STDLIB_PREFIX,
+  compileModelSource,
+  compileModelSourceFull,
+  loadModelFile,
+  loadModelFileFull,
+  parseModelSource,
+} from './loader.js';
+export type { LoadOptions, ModelCompilation } from './loader.js';
+export { parseFile } from './parser.js';
+export type { ParseResult, SyntaxProblem } from './parser.js';
