@@ -3,10 +3,10 @@ import { Graph, Op, Value } from './graph.js';
 
 /**
  * Replaces an op while copying a graph: returns the values that stand for the op's results
- * (built with `b`, which carries the op's location, scope and annotations), or undefined to
- * copy the op unchanged.
+ * (built with `b`, which carries the op's location, scope and annotations), undefined to copy
+ * the op unchanged, or null to drop it (its results must then be unused).
  */
-export type RewriteHook = (op: Op, operands: readonly Value[], b: GraphBuilder) => readonly Value[] | undefined;
+export type RewriteHook = (op: Op, operands: readonly Value[], b: GraphBuilder) => readonly Value[] | undefined | null;
 
 /**
  * Copies a graph op by op in topological order, letting `hook` replace ops. The copy's
@@ -21,6 +21,7 @@ export function rewriteGraph(g: Graph, hook: RewriteHook | undefined, name = g.n
     b.loc = op.loc;
     b.annotations = op.annotations;
     const replaced = hook ? b.withScopePath(op.scope, () => hook(op, operands, b)) : undefined;
+    if (replaced === null) continue;
     if (replaced) {
       if (replaced.length !== op.results.length) throw new Error(`rewrite of ${op.kind} gave ${replaced.length} values for ${op.results.length} results`);
       op.results.forEach((r, i) => {

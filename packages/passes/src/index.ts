@@ -3,3 +3,4 @@ export * from './manager.js';
 export * from './autograd.js';
 export * from './training/index.js';
 export * from './decompose.js';
+export * from './dce.js';

@@ -3,3 +3,4 @@ export type { RunOptions, RunResult } from './reference/interpreter.js';
 export { ModuleInterpreter } from './reference/module.js';
 export type { ModuleRunOptions } from './reference/module.js';
 export * from './session/index.js';
+export * from './data/dataloader.js';

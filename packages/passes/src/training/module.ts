@@ -22,6 +22,7 @@ import {
 } from '@tilegraph/ir';
 import { differentiate, findFinalLoss } from '../autograd.js';
 import { decomposeGraph } from '../decompose.js';
+import { eliminateDeadCode } from '../dce.js';
 import { GRAPH_UNIT, PassManager, PassManagerOptions, PassTiming, UnitKind } from '../manager.js';
 import { Pass, definePass } from '../pass.js';
 import { OptimizerSpec } from './optimizer.js';
@@ -190,6 +191,12 @@ export const optimizerPass = definePass<TrainingState>('optimizer', 'build the w
   s.update = update;
 });
 
+/** dce: drop what the step and update do not need (e.g. gradients of the data inputs). */
+export const dceTrainingPass = definePass<TrainingState>('dce', 'remove ops whose results nobody uses', (s) => {
+  s.step = eliminateDeadCode(s.step);
+  if (s.update) s.update = eliminateDeadCode(s.update);
+});
+
 /** decompose: composite ops to primitives, in both graphs. */
 export const decomposeTrainingPass = definePass<TrainingState>('decompose', 'rewrite composite ops into primitives', (s) => {
   s.step = decomposeGraph(s.step);
@@ -217,11 +224,11 @@ export const programPass = definePass<TrainingState>('program', 'build the step 
   s.module = { name: s.name, graphs, program, replicationFactor: R, variables };
 });
 
-export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [autogradPass, accumulatePass, optimizerPass, decomposeTrainingPass, programPass];
+export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [autogradPass, accumulatePass, optimizerPass, dceTrainingPass, decomposeTrainingPass, programPass];
 
 /**
  * Builds the training step of PopTorch's trainingModel as a Module, through the named passes
- * autograd → accumulate → optimizer → decompose → program:
+ * autograd → accumulate → optimizer → dce → decompose → program:
  *
  *   repeat deviceIterations {
  *     repeat gradientAccumulation { stream_in inputs; execute @step }   // forward, backward, accumulate

@@ -5,7 +5,6 @@ import {
   Tensor,
   error,
   formatShape,
-  formatType,
   isInitSpec,
   materializeInit,
   replicaGroups,
@@ -56,7 +55,7 @@ export class ModuleInterpreter {
   write(name: string, value: Tensor, replicas?: readonly number[]): void {
     const v = this.variable(name);
     if (value.dtype !== v.type.dtype || !shapesEqual(value.shape, v.type.shape)) {
-      throw new DiagnosticError(error(`'${name}' is ${formatType(v.type)}; cannot write ${value.dtype}${formatShape(value.shape)}`));
+      throw new DiagnosticError(error(`'${name}' is ${v.type.dtype}${formatShape(v.type.shape)}; cannot write ${value.dtype}${formatShape(value.shape)}`));
     }
     for (const r of replicas ?? this.state.keys()) this.state[r]!.set(name, value);
   }

@@ -10,7 +10,6 @@ import {
   cloneGraph,
   error,
   formatShape,
-  formatType,
   groupOfReplica,
   replicaGroups,
   shapesEqual,
@@ -19,6 +18,8 @@ import { CommGroupType, Options, OptionsError, OutputMode, ReductionType, MeanRe
 import {
   MeanReductionStrategy as StepStrategy,
   OptimizerSpec,
+  PassManagerOptions,
+  PassTiming,
   ReplicaGroupingSetting,
   StepSettings,
   buildInferenceModule,
@@ -42,6 +43,8 @@ export interface ExecutorSettings {
   readonly backend?: BackendFactory;
   /** Where ipu_print_tensor writes. */
   readonly print?: (line: string) => void;
+  /** IR dumps and verification of the compile pipeline (--print-ir-after and friends). */
+  readonly passes?: PassManagerOptions;
 }
 
 function commGroup(type: CommGroupType, size: number): CommGroup {
@@ -178,7 +181,7 @@ export abstract class PoplarExecutor {
     const given = new Set(Object.keys(inputs));
     for (const { name, type } of this.inputTypes()) {
       const t = inputs[name];
-      if (!t) throw new DiagnosticError(error(`input '${name}' (${n} micro-batches of ${formatType(type)}) was not given`));
+      if (!t) throw new DiagnosticError(error(`input '${name}' (${n} micro-batches of ${type.dtype}${formatShape(type.shape)}) was not given`));
       streams[name] = streamForReplicas(splitBatch(name, t, type, n), l);
       given.delete(name);
     }
@@ -252,7 +255,7 @@ export abstract class PoplarExecutor {
       return;
     }
     throw new DiagnosticError(
-      error(`'${name}' is ${formatType(v.type)}${groups.length > 1 ? ` in ${groups.length} replica groups` : ''}; cannot load ${t.dtype}${formatShape(t.shape)}`),
+      error(`'${name}' is ${v.type.dtype}${formatShape(v.type.shape)}${groups.length > 1 ? ` in ${groups.length} replica groups` : ''}; cannot load ${t.dtype}${formatShape(t.shape)}`),
     );
   }
 
@@ -329,6 +332,8 @@ export class TrainingModel extends PoplarExecutor {
   readonly kind = 'training';
   private optimizer: OptimizerSpec;
   private lossName = 'loss';
+  /** Time spent in each compile pass (after compile). */
+  passTimings: readonly PassTiming[] = [];
 
   constructor(model: Graph, options: Options, optimizer: OptimizerSpec, settings: ExecutorSettings = {}) {
     super(model, options, settings);
@@ -341,8 +346,9 @@ export class TrainingModel extends PoplarExecutor {
     return this.lossName;
   }
   protected buildModule(step: StepSettings): Module {
-    const t = buildTrainingModule(withAnchors(this.model, this.options), step, this.optimizer);
+    const t = buildTrainingModule(withAnchors(this.model, this.options), step, this.optimizer, this.settings.passes ?? {});
     this.lossName = t.lossOutput;
+    this.passTimings = t.timings;
     return t.module;
   }
 
@@ -362,6 +368,18 @@ export class TrainingModel extends PoplarExecutor {
     const problems: string[] = [];
     if (spec.type !== cur.type) problems.push(`the optimizer type changes from ${cur.type} to ${spec.type}`);
     for (const [k, v] of Object.entries(spec.flags)) if (cur.flags[k] !== v) problems.push(`${k} changes from ${cur.flags[k]} to ${v}`);
+    // element types of the accumulator and momenta are fixed in the compiled step
+    for (const [label, key] of [
+      ['accum_type', 'accumType'],
+      ['first_order_momentum_accum_type', 'firstOrderMomentumAccumType'],
+      ['second_order_momentum_accum_type', 'secondOrderMomentumAccumType'],
+    ] as const) {
+      if (spec[key] !== cur[key]) problems.push(`${label} changes from ${cur[key]} to ${spec[key]}`);
+    }
+    const madeConstant = spec.constant.filter((k) => !cur.constant.includes(k));
+    const madeVariable = cur.constant.filter((k) => !spec.constant.includes(k));
+    if (madeConstant.length) problems.push(`${madeConstant.join(', ')} would become constant`);
+    if (madeVariable.length) problems.push(`${madeVariable.join(', ')} was marked constant and would become variable`);
     for (const [k, v] of Object.entries(spec.hyper)) {
       const old = cur.hyper[k]!;
       if (cur.constant.includes(k) && v !== old) problems.push(`${k} was marked constant`);

@@ -1,4 +1,4 @@
-import { DiagnosticError, Tensor, TensorType, allocData, error, formatShape, formatType, numElements, shapesEqual } from '@tilegraph/ir';
+import { DiagnosticError, Tensor, TensorType, allocData, error, formatShape, numElements, shapesEqual } from '@tilegraph/ir';
 
 /**
  * Host-side data layout of a run, as PopTorch defines it: a run consumes
@@ -25,7 +25,7 @@ export function splitBatch(name: string, t: Tensor, part: TensorType, n: number)
   const scalarParts = part.shape.length === 0;
   const want = scalarParts ? [n] : [n * part.shape[0]!, ...part.shape.slice(1)];
   if (t.dtype !== part.dtype || !shapesEqual(t.shape, want)) {
-    const per = formatType(part);
+    const per = `${part.dtype}${formatShape(part.shape)}`;
     throw new DiagnosticError(
       error(`input '${name}': expected ${part.dtype}${formatShape(want)} (${n} micro-batches of ${per}) but got ${t.dtype}${formatShape(t.shape)}`, undefined, [
         'a run consumes micro-batch × deviceIterations × gradientAccumulation × replicationFactor samples (replicas / input group size with inputReplicaGrouping)',

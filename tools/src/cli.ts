@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { UsageError, isDiagnosticError, stderrReporter } from './diagnostics.js';
+import { registerIr } from './commands/ir.js';
+import { registerRun } from './commands/run.js';
+import { registerTrain } from './commands/train.js';
+
+/** Exit codes: 0 success, 1 the input has errors (diagnostics printed), 2 bad usage, 70 internal error. */
+export const EXIT_OK = 0;
+export const EXIT_ERRORS = 1;
+export const EXIT_USAGE = 2;
+export const EXIT_INTERNAL = 70;
+
+export function buildProgram(): Command {
+  const program = new Command();
+  program
+    .name('tilegraph')
+    .description('Compile machine-learning models to Graphcore IPUs (or their host emulation) and run them.')
+    .version('0.1.0')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  registerIr(program);
+  registerRun(program);
+  registerTrain(program);
+  return program;
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv as string[], { from: 'user' });
+    return EXIT_OK;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return EXIT_OK;
+      return EXIT_USAGE;
+    }
+    if (isDiagnosticError(e)) {
+      stderrReporter((e as { excludes?: string[] }).excludes ?? []).report(e.diagnostics);
+      return EXIT_ERRORS;
+    }
+    if (e instanceof UsageError) {
+      process.stderr.write(`tilegraph: ${e.message}\n`);
+      return EXIT_USAGE;
+    }
+    const err = e instanceof Error ? e : new Error(String(e));
+    process.stderr.write(`tilegraph: internal error: ${err.message}\n`);
+    if (process.env['TILEGRAPH_DEBUG']) process.stderr.write(`${err.stack}\n`);
+    else process.stderr.write('  (set TILEGRAPH_DEBUG=1 for a stack trace, and please report this)\n');
+    return EXIT_INTERNAL;
+  }
+}
+
+
+const isEntry = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop()!);
+if (isEntry) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (e) => {
+      process.stderr.write(`tilegraph: internal error: ${String(e)}\n`);
+      process.exitCode = EXIT_INTERNAL;
+    },
+  );
+}

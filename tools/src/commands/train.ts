@@ -1,0 +1,185 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Command } from 'commander';
+import cliProgress from 'cli-progress';
+import { Options } from '@tilegraph/frontend';
+import { Graph, Rng, Tensor, isFloat } from '@tilegraph/ir';
+import { OptimizerType, formatTimings, makeOptimizer } from '@tilegraph/passes';
+import { trainingModel } from '@tilegraph/runtime';
+import { UsageError } from '../diagnostics.js';
+import { loadModel } from '../load.js';
+import { loadOptionsFile } from '../options.js';
+import { passFlags, registerPassFlags } from './passflags.js';
+
+const OPTIMIZERS: Record<string, OptimizerType> = { sgd: 'SGD', adam: 'Adam', adamw: 'AdamW', rmsprop: 'RMSprop', lamb: 'LAMB' };
+
+/**
+ * A learnable synthetic classification task: float inputs are standard normal; each integer
+ * input (the labels) is the arg-max of a fixed random linear "teacher" applied to the first float
+ * input, so a model that can represent a linear classifier drives its loss down.
+ */
+export class TeacherDataset {
+  readonly length: number;
+  private readonly samples: Record<string, number[]>[] = [];
+  private readonly shapes: Record<string, { dtype: Tensor['dtype']; shape: number[] }> = {};
+
+  constructor(g: Graph, length: number, classes: number, seed: number) {
+    this.length = length;
+    const rng = new Rng(seed, 7);
+    const inputs = g.inputs().map((o) => ({ name: o.attrs['name'] as string, type: o.result.type }));
+    const floats = inputs.filter((i) => isFloat(i.type.dtype));
+    const features = floats[0] ? floats[0].type.shape.slice(1).reduce((a, d) => a * d, 1) : 0;
+    const teacher = Array.from({ length: classes * features }, () => rng.normal());
+    for (const i of inputs) this.shapes[i.name] = { dtype: i.type.dtype, shape: i.type.shape.slice(1) };
+    for (let n = 0; n < length; n++) {
+      const s: Record<string, number[]> = {};
+      for (const i of inputs) {
+        const size = i.type.shape.slice(1).reduce((a, d) => a * d, 1);
+        if (isFloat(i.type.dtype)) s[i.name] = Array.from({ length: size }, () => rng.normal());
+      }
+      const x = floats[0] ? s[floats[0].name]! : [];
+      let best = 0;
+      let bestScore = -Infinity;
+      for (let c = 0; c < classes; c++) {
+        let score = 0;
+        for (let f = 0; f < features; f++) score += teacher[c * features + f]! * x[f]!;
+        if (score > bestScore) [best, bestScore] = [c, score];
+      }
+      for (const i of inputs) {
+        if (!isFloat(i.type.dtype)) {
+          const size = i.type.shape.slice(1).reduce((a, d) => a * d, 1);
+          s[i.name] = Array.from({ length: size }, () => best);
+        }
+      }
+      this.samples.push(s);
+    }
+  }
+
+  /** The samples at `indices`, stacked along a new first dimension per input. */
+  batch(indices: readonly number[]): Record<string, Tensor> {
+    const out: Record<string, Tensor> = {};
+    for (const [name, { dtype, shape }] of Object.entries(this.shapes)) {
+      const values: number[] = [];
+      for (const k of indices) values.push(...this.samples[k]![name]!);
+      out[name] = Tensor.from(dtype, [indices.length, ...shape], values);
+    }
+    return out;
+  }
+}
+
+/** Classes of the task: the class dimension of an output named logits, else 2. */
+function classCount(g: Graph): number {
+  const logits = g.outputs.find((o) => o.name === 'logits');
+  const s = logits?.value.type.shape;
+  return s && s.length >= 2 ? s[1]! : 2;
+}
+
+function mean(xs: readonly number[]): number {
+  return xs.reduce((a, b) => a + b, 0) / Math.max(xs.length, 1);
+}
+
+/** Writes a file atomically: a temporary file in the same folder, then a rename. */
+function writeAtomic(file: string, text: string): void {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
+  fs.writeFileSync(tmp, text);
+  fs.renameSync(tmp, file);
+}
+
+interface TrainFlags {
+  steps: number;
+  optimizer: string;
+  lr?: number;
+  options?: string;
+  batchSize?: number;
+  samples: number;
+  seed: number;
+  replicas?: number;
+  accumulation?: number;
+  deviceIterations?: number;
+  save?: string;
+  progress: boolean;
+}
+
+export function registerTrain(program: Command): void {
+  const cmd = program
+    .command('train')
+    .description('train a model on a synthetic classification task and print the loss')
+    .argument('<model>', 'model file (.tg, .onnx or .tgir) with a loss')
+    .option('--steps <n>', 'optimizer steps', (v) => Number(v), 50)
+    .option('--optimizer <name>', `one of ${Object.keys(OPTIMIZERS).join(', ')}`, 'sgd')
+    .option('--lr <x>', 'learning rate', (v) => Number(v))
+    .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
+    .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", (v) => Number(v))
+    .option('--samples <n>', 'size of the synthetic data set', (v) => Number(v), 1024)
+    .option('--seed <n>', 'seed of the data set and shuffling', (v) => Number(v), 0)
+    .option('--replicas <n>', 'replicationFactor', (v) => Number(v))
+    .option('--accumulation <n>', 'Training.gradientAccumulation', (v) => Number(v))
+    .option('--device-iterations <n>', 'deviceIterations', (v) => Number(v))
+    .option('--save <file>', 'write the trained weights as JSON')
+    .option('--no-progress', 'no progress bar');
+  registerPassFlags(cmd);
+  cmd.action((model: string, o: TrainFlags & Record<string, unknown>) => {
+    for (const [k, v] of Object.entries({ steps: o.steps, samples: o.samples })) {
+      if (!Number.isInteger(v) || v < 1) throw new UsageError(`--${k} must be a positive integer`);
+    }
+    const optType = OPTIMIZERS[o.optimizer.toLowerCase()];
+    if (!optType) throw new UsageError(`unknown optimizer '${o.optimizer}' (choose ${Object.keys(OPTIMIZERS).join(', ')})`);
+    const options = o.options ? loadOptionsFile(o.options) : new Options();
+    if (o.replicas !== undefined) options.replicationFactor(o.replicas);
+    if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);
+    if (o.deviceIterations !== undefined) options.deviceIterations(o.deviceIterations);
+    const g = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}) });
+    const opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
+    const { passes, timePasses } = passFlags(o);
+    const trainer = trainingModel(g, options, opt, { passes });
+
+    const micro = g.inputs()[0]?.result.type.shape[0] ?? 1;
+    const inputGroups = options.replication_factor / Math.max(1, options.input_group_size);
+    const perRun = micro * options.device_iterations * inputGroups * options.Training.gradient_accumulation;
+    if (perRun > o.samples) throw new UsageError(`one run needs ${perRun} samples but the data set has ${o.samples} (raise --samples)`);
+    const data = new TeacherDataset(g, o.samples, classCount(g), o.seed);
+    const rng = new Rng(o.seed, 11);
+    let order: number[] = [];
+    let cursor = 0;
+    const nextIndices = (): number[] => {
+      if (cursor + perRun > order.length) {
+        // a new epoch: reshuffle (Fisher-Yates), dropping the incomplete tail
+        order = Array.from({ length: o.samples }, (_, i) => i);
+        for (let i = order.length - 1; i > 0; i--) {
+          const j = rng.nextU32() % (i + 1);
+          [order[i], order[j]] = [order[j]!, order[i]!];
+        }
+        cursor = 0;
+      }
+      const idx = order.slice(cursor, cursor + perRun);
+      cursor += perRun;
+      return idx;
+    };
+
+    process.stdout.write(`training ${g.name} (${g.parameters().length} parameters) with ${opt.type} on the reference backend: ${o.steps} steps of ${perRun} samples\n`);
+    const t0 = performance.now();
+    trainer.compile();
+    if (timePasses) process.stderr.write(formatTimings(trainer.passTimings) + '\n');
+    const bar = o.progress && process.stderr.isTTY ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} steps | loss {loss}', hideCursor: true }, cliProgress.Presets.shades_classic) : undefined;
+    bar?.start(o.steps, 0, { loss: '-' });
+    const losses: number[] = [];
+    const every = Math.max(1, Math.floor(o.steps / 10));
+    for (let s = 1; s <= o.steps; s++) {
+      const out = trainer.run(data.batch(nextIndices()));
+      const l = mean(out[trainer.lossOutput]!.toArray());
+      losses.push(l);
+      if (bar) bar.update(s, { loss: l.toFixed(4) });
+      else if (s === 1 || s % every === 0 || s === o.steps) process.stdout.write(`step ${String(s).padStart(String(o.steps).length)}/${o.steps}  loss ${l.toFixed(4)}\n`);
+    }
+    bar?.stop();
+    const k = Math.max(1, Math.floor(o.steps / 10));
+    const first = mean(losses.slice(0, k));
+    const last = mean(losses.slice(-k));
+    process.stdout.write(`loss ${first.toFixed(4)} -> ${last.toFixed(4)} (mean of the first and last ${k} steps) in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    if (o.save) {
+      const state = trainer.stateDict();
+      writeAtomic(o.save, JSON.stringify(Object.fromEntries(Object.entries(state).map(([n, t]) => [n, { dtype: t.dtype, shape: t.shape, data: t.toArray() }]))));
+      process.stdout.write(`weights written to ${o.save}\n`);
+    }
+  });
+}

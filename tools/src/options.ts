@@ -1,0 +1,18 @@
+import * as fs from 'node:fs';
+import { Options } from '@tilegraph/frontend';
+import { UsageError } from './diagnostics.js';
+
+/** Loads --options FILE: JSON (Options.toJSON form) or PopTorch-style setters, one a line. */
+export function loadOptionsFile(file: string): Options {
+  if (!fs.existsSync(file)) throw new UsageError(`options file not found: ${file}`);
+  if (file.endsWith('.json')) {
+    let obj: unknown;
+    try {
+      obj = JSON.parse(fs.readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw new UsageError(`${file}: not valid JSON: ${(e as Error).message}`);
+    }
+    return Options.fromJSON(obj as never);
+  }
+  return new Options().loadFromFile(file);
+}
