@@ -4,6 +4,7 @@ import { UsageError, isDiagnosticError, stderrReporter } from './diagnostics.js'
 import { registerIr } from './commands/ir.js';
 import { registerRun } from './commands/run.js';
 import { registerTrain } from './commands/train.js';
+import { registerImport } from './commands/import.js';
 
 /** Exit codes: 0 success, 1 the input has errors (diagnostics printed), 2 bad usage, 70 internal error. */
 export const EXIT_OK = 0;
@@ -20,6 +21,7 @@ export function buildProgram(): Command {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   registerIr(program);
+  registerImport(program);
   registerRun(program);
   registerTrain(program);
   return program;
