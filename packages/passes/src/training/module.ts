@@ -132,6 +132,24 @@ export const autogradPass = definePass<TrainingState>('autograd', 'append the ba
   s.lossOutput = step.outputs.find((o) => o.value === loss)?.name ?? addLossOutput(step, loss);
 });
 
+/**
+ * buffers: a train-mode batch_norm whose running mean/variance are parameters (ONNX running_mean /
+ * running_var initializers) writes its updated statistics back after every micro-batch, as
+ * torch updates its buffers on every forward call. They receive no gradient.
+ */
+export const buffersPass = definePass<TrainingState>('buffers', 'update batch-norm running statistics', (s) => {
+  const b = new GraphBuilder(s.step);
+  for (const op of [...s.step.ops]) {
+    if (op.kind !== 'batch_norm' || !op.attrs['training']) continue;
+    [3, 4].forEach((operand, k) => {
+      const src = op.operands[operand]!.producer;
+      if (src.kind !== 'parameter') return;
+      b.loc = op.loc;
+      b.addOp('assign', [op.results[1 + k]!], { name: src.attrs['name'] as string });
+    });
+  }
+});
+
 /** accumulate: add each micro-batch's gradient into an accumulator (a running mean for Running). */
 export const accumulatePass = definePass<TrainingState>('accumulate', 'accumulate gradients over micro-batches', (s) => {
   const { step, settings, optimizer, strategy } = s;
@@ -173,8 +191,6 @@ export const optimizerPass = definePass<TrainingState>('optimizer', 'build the w
   const stepVar = u.op('variable', [], { name: 'optimizer.step', dtype: 'float32', shape: [], init: ZEROS, role: 'counter' }, { names: ['optimizer.step'] });
   const t = u.op('add', [stepVar, u.scalar('float32', 1)]);
   u.addOp('assign', [t], { name: 'optimizer.step' });
-  let divisor = 1;
-  if (settings.reduction === 'mean') divisor = strategy === 'post' ? A * R : strategy === 'postandloss' ? A : 1;
   const params = new Map(s.step.parameters().map((p) => [p.attrs['name'] as string, p]));
   const weights = s.trained!.map((name, i) => {
     const p = params.get(name)!;
@@ -182,6 +198,10 @@ export const optimizerPass = definePass<TrainingState>('optimizer', 'build the w
     u.loc = p.loc;
     const w = u.op('parameter', [], p.attrs, { names: [name] });
     const a = u.op('variable', [], { name: accName, dtype: acc, shape: [...p.result.type.shape], init: ZEROS, role: 'accumulator' }, { names: [accName] });
+    // the mean is over the micro-batches of the replicas sharing the weight (all, or its group);
+    // PostAndLoss already divided the loss gradient by all R replicas
+    const k = replicasSharing(settings, name);
+    const divisor = settings.reduction !== 'mean' ? 1 : strategy === 'post' ? A * k : strategy === 'postandloss' ? (A * k) / R : 1;
     const g = divisor === 1 ? a : u.op('div', [a, u.scalar(acc, divisor)]);
     u.addOp('assign', [u.op('expand', [u.scalar(acc, 0)], { shape: [...p.result.type.shape] })], { name: accName });
     return { name, weight: w, grad: g };
@@ -224,11 +244,11 @@ export const programPass = definePass<TrainingState>('program', 'build the step 
   s.module = { name: s.name, graphs, program, replicationFactor: R, variables };
 });
 
-export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [autogradPass, accumulatePass, optimizerPass, dceTrainingPass, decomposeTrainingPass, programPass];
+export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [autogradPass, buffersPass, accumulatePass, optimizerPass, dceTrainingPass, decomposeTrainingPass, programPass];
 
 /**
  * Builds the training step of PopTorch's trainingModel as a Module, through the named passes
- * autograd → accumulate → optimizer → dce → decompose → program:
+ * autograd → buffers → accumulate → optimizer → dce → decompose → program:
  *
  *   repeat deviceIterations {
  *     repeat gradientAccumulation { stream_in inputs; execute @step }   // forward, backward, accumulate
@@ -253,6 +273,16 @@ function addLossOutput(g: Graph, loss: Value): string {
   for (let i = 1; g.outputs.some((o) => o.name === name); i++) name = `loss_${i}`;
   g.addOutput(name, loss);
   return name;
+}
+
+/** Number of replicas sharing weight `name`: all, or those of its replica group. */
+function replicasSharing(settings: StepSettings, name: string): number {
+  const R = settings.replicationFactor;
+  const g = settings.replicaGrouping?.get(name)?.group;
+  if (!g || g.type === 'all') return R;
+  if (g.type === 'none') return 1;
+  // a size that does not divide R is reported by applyGrouping
+  return Number.isInteger(g.size) && g.size >= 1 && R % g.size === 0 ? g.size : R;
 }
 
 /** Weights keep their replica grouping; their accumulators and optimizer state follow it. */
