@@ -91,6 +91,8 @@ export abstract class PoplarExecutor {
   /** The host copy changed since the last copy to the device. */
   private hostDirty = false;
   private anchors = new Map<string, Tensor>();
+  /** The options that shape the compiled step, as they were at compilation. */
+  private compiledWith: Record<string, unknown> | undefined;
   protected runs = 0;
 
   constructor(model: Graph, options: Options, settings: ExecutorSettings = {}) {
@@ -147,6 +149,21 @@ export abstract class PoplarExecutor {
     });
     for (const [name, t] of this.host) this.writeToDevice(name, t);
     this.hostDirty = false;
+    this.compiledWith = compiledOptions(this.options);
+  }
+
+  /** The options the step was compiled with must still hold: the program's loops and the host layout follow them. */
+  private checkOptionsUnchanged(): void {
+    const now = compiledOptions(this.options);
+    const changed = Object.keys(now).filter((k) => JSON.stringify(now[k]) !== JSON.stringify(this.compiledWith![k]));
+    if (changed.length) {
+      throw new DiagnosticError(
+        error('the options changed after the model was compiled', undefined, [
+          ...changed.map((k) => `${k}: ${JSON.stringify(this.compiledWith![k])} → ${JSON.stringify(now[k])}`),
+          'create a new model to use the new options',
+        ]),
+      );
+    }
   }
 
   private layout(): RunLayout {
@@ -174,6 +191,7 @@ export abstract class PoplarExecutor {
    */
   run(inputs: Readonly<Record<string, Tensor>>): Record<string, Tensor> {
     this.compile();
+    this.checkOptionsUnchanged();
     if (this.hostDirty) this.copyWeightsToDevice();
     const l = this.layout();
     const n = microBatchesPerRun(l);
@@ -302,6 +320,19 @@ export abstract class PoplarExecutor {
       this.host.set(k, t);
     }
   }
+}
+
+/** The options a compiled step depends on (the output mode is applied on the host and may change). */
+function compiledOptions(o: Options): Record<string, unknown> {
+  const j = o.toJSON();
+  return {
+    deviceIterations: j.device_iterations,
+    replicationFactor: j.replication_factor,
+    inputReplicaGrouping: [j.input_group_size, j.input_group_type],
+    anchorTensor: j.anchored_tensors,
+    randomSeed: j.random_seed,
+    Training: j.Training,
+  };
 }
 
 function stack(ts: readonly Tensor[]): Tensor {
