@@ -32,6 +32,8 @@ export interface RenderOptions {
  * Renders `file:line:col: error: message`, then the source line and a caret under the column,
  * then the notes — the form compilers use and editors understand.
  */
+const MAX_STACK_NOTES = 4;
+
 export function renderDiagnostic(d: Diagnostic, opts: RenderOptions = {}): string {
   const frame: Frame | undefined = d.loc ? selectFrame(d.loc, opts.excludes) : undefined;
   const where = frame ? `${formatFrame(frame)}: ` : '';
@@ -46,10 +48,10 @@ export function renderDiagnostic(d: Diagnostic, opts: RenderOptions = {}): strin
     }
   }
   if (d.loc && frame && d.loc.frames.length > 1) {
-    for (const f of d.loc.frames) {
-      if (f === frame) continue;
-      lines.push(`  note: ${f.fn ? `in ${f.fn}, ` : ''}from ${formatFrame(f)}`);
-    }
+    // the rest of the call stack, without third-party and runtime frames
+    const others = d.loc.frames.filter((f) => f !== frame && !f.file.includes('node_modules/') && !f.file.startsWith('node:'));
+    for (const f of others.slice(0, MAX_STACK_NOTES)) lines.push(`  note: ${f.fn ? `in ${f.fn}, ` : ''}from ${formatFrame(f)}`);
+    if (others.length > MAX_STACK_NOTES) lines.push(`  note: ... and ${others.length - MAX_STACK_NOTES} more frames`);
   }
   for (const n of d.notes ?? []) lines.push(`  note: ${n}`);
   return lines.join('\n');
