@@ -332,3 +332,14 @@ describe('errors are diagnostics naming the problem', () => {
     expect(e.message).toContain("the model has no tensor named 'nope'");
   });
 });
+
+describe('markAsConstant / markAsVariable', () => {
+  it('bakes a hyperparameter into the update, and back', async () => {
+    const { makeOptimizer, markAsConstant, markAsVariable } = await import('@tilegraph/passes');
+    const sgd = makeOptimizer('SGD', { lr: 0.1 });
+    const c = markAsConstant(sgd, 'lr', 'momentum');
+    expect(c.constant).toEqual(['lr', 'momentum']);
+    expect(markAsVariable(c, 'lr').constant).toEqual(['momentum']);
+    expect(() => markAsConstant(sgd, 'beta1')).toThrow("SGD: markAsConstant: 'beta1' is not a hyperparameter");
+  });
+});

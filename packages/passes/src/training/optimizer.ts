@@ -138,3 +138,18 @@ export function updateHyper(spec: OptimizerSpec, args: Readonly<Record<string, n
   validateHyper(spec.type, hyper, spec.flags);
   return { ...spec, hyper };
 }
+
+/**
+ * PopTorch's `optimizer.variable_attrs.markAsConstant(name)`: the hyperparameter is baked into
+ * the graph (setOptimizer may no longer change it). Returns a new spec.
+ */
+export function markAsConstant(spec: OptimizerSpec, ...names: string[]): OptimizerSpec {
+  for (const n of names) if (!(n in spec.hyper)) throw new DiagnosticError(error(`${spec.type}: markAsConstant: '${n}' is not a hyperparameter (${Object.keys(spec.hyper).join(', ')})`));
+  return { ...spec, constant: [...new Set([...spec.constant, ...names])] };
+}
+
+/** `variable_attrs.markAsVariable(name)`: the hyperparameter lives on the device again. */
+export function markAsVariable(spec: OptimizerSpec, ...names: string[]): OptimizerSpec {
+  for (const n of names) if (!(n in spec.hyper)) throw new DiagnosticError(error(`${spec.type}: markAsVariable: '${n}' is not a hyperparameter (${Object.keys(spec.hyper).join(', ')})`));
+  return { ...spec, constant: spec.constant.filter((c) => !names.includes(c)) };
+}
