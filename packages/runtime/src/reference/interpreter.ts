@@ -47,7 +47,13 @@ export function runGraph(g: Graph, feeds: Readonly<Record<string, Tensor>>, opts
   const pos = new Map(order.map((op, i) => [op, i]));
   const outputSet = new Set(g.outputs.map((o) => o.value));
   const lastUse = new Map<Value, number>();
-  for (const op of order) for (const r of op.results) lastUse.set(r, Math.max(-1, ...r.uses.map((u) => pos.get(u.op) ?? -1)));
+  for (const op of order) {
+    for (const r of op.results) {
+      let last = -1;
+      for (const u of r.uses) last = Math.max(last, pos.get(u.op) ?? -1);
+      lastUse.set(r, last);
+    }
+  }
 
   const env = new Map<Value, Tensor>();
   const assigns = new Map<string, Tensor>();
