@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DslError, STDLIB_DIR, compileModelSource } from '@tilegraph/frontend';
+import { modelCases } from './support/model-cases.js';
 
 /**
  * Each `test/errors/NAME.tg` is a model with mistakes; `NAME.expected` holds exactly the
@@ -13,13 +14,7 @@ import { DslError, STDLIB_DIR, compileModelSource } from '@tilegraph/frontend';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const DIR = path.join(here, 'errors');
-const cases = fs.readdirSync(DIR).filter((f) => f.endsWith('.tg')).sort();
-
-/** Imports of a case resolve inside the errors folder whatever the working directory. */
-function readFile(p: string): string | undefined {
-  const real = p.startsWith(STDLIB_DIR) ? p : path.join(DIR, path.relative(process.cwd(), p));
-  return fs.existsSync(real) ? fs.readFileSync(real, 'utf8') : undefined;
-}
+const { cases, readFile } = modelCases(DIR);
 
 describe('model-language diagnostics (test/errors)', () => {
   test('there are cases', () => expect(cases.length).toBeGreaterThanOrEqual(8));

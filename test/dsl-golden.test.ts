@@ -1,8 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { STDLIB_DIR, compileModelSource } from '@tilegraph/frontend';
+import { compileModelSource } from '@tilegraph/frontend';
 import { parseGraph, printGraph } from '@tilegraph/ir';
+import { modelCases } from './support/model-cases.js';
 
 /**
  * Model file → text IR: each `test/golden/NAME.tg` compiles to exactly `NAME.ir`. The first line
@@ -12,12 +13,7 @@ import { parseGraph, printGraph } from '@tilegraph/ir';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const DIR = path.join(here, 'golden');
-const cases = fs.readdirSync(DIR).filter((f) => f.endsWith('.tg')).sort();
-
-function readFile(p: string): string | undefined {
-  const real = p.startsWith(STDLIB_DIR) ? p : path.join(DIR, path.relative(process.cwd(), p));
-  return fs.existsSync(real) ? fs.readFileSync(real, 'utf8') : undefined;
-}
+const { cases, readFile } = modelCases(DIR);
 
 describe('model files to text IR (test/golden)', () => {
   test('there are cases', () => expect(cases.length).toBeGreaterThanOrEqual(3));

@@ -6,15 +6,9 @@
 import fc from 'fast-check';
 import { GradRule, GraphBuilder, Tensor, getOpDef, numElements } from '@tilegraph/ir';
 import { runGraph } from '@tilegraph/runtime';
-import { gradCheck } from '../support/gradcheck.js';
+import { expectGradOk, f64 } from '../support/gradcheck.js';
 
 type Attrs = Record<string, unknown>;
-
-/** Fails with gradCheck's description of the worst element. */
-function expectGradOk(op: string, inputs: Tensor[], attrs: Attrs = {}): void {
-  const r = gradCheck(op, inputs, attrs);
-  if (!(r.worst <= 0)) throw new Error(`${r.message} (attrs ${JSON.stringify(attrs)}, shapes ${inputs.map((t) => `[${t.shape}]`).join(' ')})`);
-}
 
 /** The gradients the rule gives for explicit cotangents (undefined: that result gets none). */
 function ruleGrads(op: string, inputs: Tensor[], attrs: Attrs, cotangents: (Tensor | undefined)[]): (Tensor | undefined)[] {
@@ -37,8 +31,6 @@ function ruleGrads(op: string, inputs: Tensor[], attrs: Attrs, cotangents: (Tens
   const out = runGraph(b.graph, feeds, { print: () => {} }).outputs;
   return inputs.map((_, i) => out[`g${i}`]);
 }
-
-const f64 = (shape: number[], values: number[]): Tensor => Tensor.from('float64', shape, values);
 
 /** Dimensions 1..3 (0 allowed when `zero`), rank minRank..3. */
 const shapeArb = (minRank = 0, zero = false) => fc.array(fc.integer({ min: zero ? 0 : 1, max: 3 }), { minLength: minRank, maxLength: 3 });

@@ -99,3 +99,14 @@ export function gradCheck(opName: string, inputs: readonly Tensor[], attrs: Reco
   });
   return { worst, message };
 }
+
+/** Fails with gradCheck's description of the worst element, the operand types and the attributes. */
+export function expectGradOk(opName: string, inputs: readonly Tensor[], attrs: Record<string, unknown> = {}, opts: GradCheckOptions = {}): void {
+  const r = gradCheck(opName, inputs, attrs, opts);
+  if (!(r.worst <= 0)) {
+    throw new Error(`${r.message} (violation ${r.worst}; inputs ${inputs.map((t) => `${t.dtype}[${t.shape}]`).join(', ')}; attrs ${JSON.stringify(attrs)})`);
+  }
+}
+
+/** A float64 tensor: gradient checks run in float64. */
+export const f64 = (shape: readonly number[], values: readonly number[]): Tensor => Tensor.from('float64', shape, values);

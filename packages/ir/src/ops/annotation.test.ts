@@ -1,36 +1,19 @@
 import fc from 'fast-check';
 import { DType } from '../dtype.js';
-import { DiagnosticError } from '../diagnostics.js';
-import { AttrInput, GraphBuilder } from '../builder.js';
-import { completeAttrs, inferOp } from '../graph.js';
-import { KernelContext } from '../opdef.js';
+import { AttrInput } from '../builder.js';
 import { getOpDef } from '../registry.js';
-import { formatType, numElements } from '../shape.js';
+import { numElements } from '../shape.js';
 import { Tensor, tensorsIdentical } from '../tensor.js';
+import { KERNEL_CTX, buildError as buildErrorOn, runOp1 } from '../testing/kernels.js';
 
-/** Runs an op's kernel after inferring its types, and checks the two agree; returns printed lines too. */
+/** Runs an op on x and returns its first result with the lines it printed. */
 function run(name: string, x: Tensor, attrs: AttrInput = {}): { y: Tensor; printed: string[] } {
   const printed: string[] = [];
-  const ctx: KernelContext = { seed: 0, step: 0, print: (l) => printed.push(l) };
-  const def = getOpDef(name)!;
-  const full = completeAttrs(def, attrs);
-  const types = inferOp(def, [x], full);
-  const outs = def.kernel([x], full, ctx);
-  expect(outs.map(formatType)).toEqual(types.map(formatType));
-  return { y: outs[0]!, printed };
+  const y = runOp1(name, x, attrs, { ...KERNEL_CTX, print: (l) => printed.push(l) });
+  return { y, printed };
 }
 
-function buildError(kind: string, dtype: DType, shape: number[], attrs: AttrInput = {}): string {
-  const b = new GraphBuilder();
-  const x = b.input('x', dtype, shape);
-  try {
-    b.op(kind, [x], attrs);
-  } catch (e) {
-    expect(e).toBeInstanceOf(DiagnosticError);
-    return (e as DiagnosticError).diagnostics[0]!.message;
-  }
-  throw new Error(`${kind} was built without an error`);
-}
+const buildError = (kind: string, dtype: DType, shape: number[], attrs: AttrInput = {}) => buildErrorOn(kind, [{ dtype, shape }], attrs);
 
 const PASS_THROUGH = ['identity', 'nop', 'recomputation_checkpoint', 'set_available_memory', 'ipu_print_tensor'];
 const ATTRS: Record<string, AttrInput> = { set_available_memory: { proportion: 0.3 } };

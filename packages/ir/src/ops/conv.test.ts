@@ -1,22 +1,9 @@
 import fc from 'fast-check';
 import { AttrInput } from '../builder.js';
-import { DiagnosticError, GraphBuilder, KernelContext, Tensor, completeAttrs, getOpDef, inferOp, numElements } from '../index.js';
+import { DiagnosticError, GraphBuilder, Tensor, numElements } from '../index.js';
+import { f32, iota, runOp, runOp1 } from '../testing/kernels.js';
 
-const ctx: KernelContext = { seed: 0, step: 0, print: () => {} };
-
-/** Runs one op's kernel, checking that its results have the types inference predicts. */
-function run(name: string, inputs: Tensor[], attrs: AttrInput = {}): Tensor[] {
-  const def = getOpDef(name)!;
-  const full = completeAttrs(def, attrs);
-  const types = inferOp(def, inputs, full);
-  const out = def.kernel(inputs, full, ctx);
-  expect(out.map((t) => [t.dtype, [...t.shape]])).toEqual(types.map((t) => [t.dtype, [...t.shape]]));
-  return out;
-}
-
-const f32 = (shape: number[], v: number[]) => Tensor.from('float32', shape, v);
-const iota = (n: number, from = 0) => Array.from({ length: n }, (_, i) => i + from);
-const conv = (inputs: Tensor[], attrs: AttrInput = {}) => run('conv2d', inputs, attrs)[0]!;
+const conv = (inputs: Tensor[], attrs: AttrInput = {}) => runOp1('conv2d', inputs, attrs);
 
 interface ConvCase {
   n: number;
@@ -163,7 +150,7 @@ describe('conv2d', () => {
   it('accumulates float16 in float64', () => {
     // channels [1, 2^-11, 2^-11] with a ones filter: 1 + 2^-10 exactly (float16 accumulation would give 1)
     const h = 2 ** -11;
-    const y = run('conv2d', [Tensor.from('float16', [1, 3, 1, 1], [1, h, h]), Tensor.from('float16', [1, 3, 1, 1], [1, 1, 1])])[0]!;
+    const y = runOp('conv2d', [Tensor.from('float16', [1, 3, 1, 1], [1, h, h]), Tensor.from('float16', [1, 3, 1, 1], [1, 1, 1])])[0]!;
     expect(y.dtype).toBe('float16');
     expect(y.toArray()).toEqual([1 + 2 ** -10]);
   });

@@ -4,51 +4,42 @@ import { DiagnosticError } from '../diagnostics.js';
 import { getOpDef } from '../registry.js';
 import { Tensor } from '../tensor.js';
 import { roundToHalf } from '../dtype.js';
+import { KERNEL_CTX, f32, runOp1 } from '../testing/kernels.js';
 import { erf } from './math.js';
-
-const ctx = { seed: 0, step: 0, print: () => {} };
-const f32 = (shape: number[], v: number[]) => Tensor.from('float32', shape, v);
-function run(name: string, inputs: Tensor[], attrs: Record<string, unknown> = {}): Tensor {
-  const def = getOpDef(name)!;
-  const full: Record<string, unknown> = {};
-  for (const [k, s] of Object.entries(def.attrs)) if (s.default !== undefined) full[k] = s.default;
-  Object.assign(full, attrs);
-  return def.kernel(inputs, full as never, ctx)[0]!;
-}
 
 describe('element-wise kernels', () => {
   it('broadcasts [2,3] with [3] and [2,1] like NumPy', () => {
     const a = f32([2, 3], [1, 2, 3, 4, 5, 6]);
-    expect(run('add', [a, f32([3], [10, 20, 30])]).toArray()).toEqual([11, 22, 33, 14, 25, 36]);
-    expect(run('sub', [a, f32([2, 1], [1, 2])]).toArray()).toEqual([0, 1, 2, 2, 3, 4]);
+    expect(runOp1('add', [a, f32([3], [10, 20, 30])]).toArray()).toEqual([11, 22, 33, 14, 25, 36]);
+    expect(runOp1('sub', [a, f32([2, 1], [1, 2])]).toArray()).toEqual([0, 1, 2, 2, 3, 4]);
     // [2,1,2] * [3,1] -> [2,3,2]
-    const c = run('mul', [f32([2, 1, 2], [1, 2, 3, 4]), f32([3, 1], [1, 10, 100])]);
+    const c = runOp1('mul', [f32([2, 1, 2], [1, 2, 3, 4]), f32([3, 1], [1, 10, 100])]);
     expect(c.shape).toEqual([2, 3, 2]);
     expect(c.toArray()).toEqual([1, 2, 10, 20, 100, 200, 3, 4, 30, 40, 300, 400]);
     // scalar with tensor
-    expect(run('div', [f32([], [1]), f32([2], [2, 4])]).toArray()).toEqual([0.5, 0.25]);
+    expect(runOp1('div', [f32([], [1]), f32([2], [2, 4])]).toArray()).toEqual([0.5, 0.25]);
   });
 
   it('computes unary functions', () => {
     const x = f32([4], [-2, -0.5, 0, 3]);
-    expect(run('relu', [x]).toArray()).toEqual([0, 0, 0, 3]);
-    expect(run('abs', [x]).toArray()).toEqual([2, 0.5, 0, 3]);
-    expect(run('neg', [x]).toArray()).toEqual([2, 0.5, -0, -3]);
-    expect(run('sign', [x]).toArray()).toEqual([-1, -1, 0, 1]);
-    expect(run('floor', [f32([2], [-1.5, 1.5])]).toArray()).toEqual([-2, 1]);
-    expect(run('ceil', [f32([2], [-1.5, 1.5])]).toArray()).toEqual([-1, 2]);
-    expect(run('round', [f32([4], [0.5, 1.5, 2.5, -0.5])]).toArray()).toEqual([0, 2, 2, -0]);
-    expect(run('reciprocal', [f32([2], [4, -0.5])]).toArray()).toEqual([0.25, -2]);
-    expect(run('sqrt', [f32([2], [9, 2])]).toArray()).toEqual([3, Math.fround(Math.SQRT2)]);
+    expect(runOp1('relu', [x]).toArray()).toEqual([0, 0, 0, 3]);
+    expect(runOp1('abs', [x]).toArray()).toEqual([2, 0.5, 0, 3]);
+    expect(runOp1('neg', [x]).toArray()).toEqual([2, 0.5, -0, -3]);
+    expect(runOp1('sign', [x]).toArray()).toEqual([-1, -1, 0, 1]);
+    expect(runOp1('floor', [f32([2], [-1.5, 1.5])]).toArray()).toEqual([-2, 1]);
+    expect(runOp1('ceil', [f32([2], [-1.5, 1.5])]).toArray()).toEqual([-1, 2]);
+    expect(runOp1('round', [f32([4], [0.5, 1.5, 2.5, -0.5])]).toArray()).toEqual([0, 2, 2, -0]);
+    expect(runOp1('reciprocal', [f32([2], [4, -0.5])]).toArray()).toEqual([0.25, -2]);
+    expect(runOp1('sqrt', [f32([2], [9, 2])]).toArray()).toEqual([3, Math.fround(Math.SQRT2)]);
     // sigmoid(0) = 1/2; sigmoid(-1000) underflows to 0 without NaN
-    expect(run('sigmoid', [f32([2], [0, -1000])]).toArray()).toEqual([0.5, 0]);
+    expect(runOp1('sigmoid', [f32([2], [0, -1000])]).toArray()).toEqual([0.5, 0]);
   });
 
   it('gelu matches x·Φ(x) and the tanh approximation', () => {
     // Φ(1) = 0.8413447460685429
-    expect(run('gelu', [f32([1], [1])]).data[0]).toBeCloseTo(0.8413447, 6);
+    expect(runOp1('gelu', [f32([1], [1])]).data[0]).toBeCloseTo(0.8413447, 6);
     // 0.5·(1 + tanh(√(2/π)·(1 + 0.044715))) = 0.8411919906082768
-    expect(run('gelu', [f32([1], [1])], { approximate: 'tanh' }).data[0]).toBeCloseTo(0.841192, 6);
+    expect(runOp1('gelu', [f32([1], [1])], { approximate: 'tanh' }).data[0]).toBeCloseTo(0.841192, 6);
   });
 
   it('erf is accurate', () => {
@@ -59,47 +50,47 @@ describe('element-wise kernels', () => {
 
   it('integer arithmetic wraps and truncates like the device', () => {
     const i = (v: number[]) => Tensor.from('int32', [v.length], v);
-    expect(run('div', [i([7, -7, 7]), i([2, 2, 0])]).toArray()).toEqual([3, -3, 0]);
-    expect(run('mul', [i([65536]), i([65536])]).toArray()).toEqual([0]);
-    expect(run('add', [i([2147483647]), i([1])]).toArray()).toEqual([-2147483648]);
-    expect(run('pow', [i([3, 2]), i([3, 10])]).toArray()).toEqual([27, 1024]);
+    expect(runOp1('div', [i([7, -7, 7]), i([2, 2, 0])]).toArray()).toEqual([3, -3, 0]);
+    expect(runOp1('mul', [i([65536]), i([65536])]).toArray()).toEqual([0]);
+    expect(runOp1('add', [i([2147483647]), i([1])]).toArray()).toEqual([-2147483648]);
+    expect(runOp1('pow', [i([3, 2]), i([3, 10])]).toArray()).toEqual([27, 1024]);
   });
 
   it('compares and combines booleans', () => {
     const a = f32([3], [1, 2, 3]);
     const b = f32([1], [2]);
-    expect(run('less', [a, b]).toArray()).toEqual([1, 0, 0]);
-    expect(run('greater', [a, b]).toArray()).toEqual([0, 0, 1]);
-    expect(run('equal', [a, b]).dtype).toBe('bool');
+    expect(runOp1('less', [a, b]).toArray()).toEqual([1, 0, 0]);
+    expect(runOp1('greater', [a, b]).toArray()).toEqual([0, 0, 1]);
+    expect(runOp1('equal', [a, b]).dtype).toBe('bool');
     const t = Tensor.from('bool', [4], [1, 1, 0, 0]);
     const u = Tensor.from('bool', [4], [1, 0, 1, 0]);
-    expect(run('and', [t, u]).toArray()).toEqual([1, 0, 0, 0]);
-    expect(run('or', [t, u]).toArray()).toEqual([1, 1, 1, 0]);
-    expect(run('not', [t]).toArray()).toEqual([0, 0, 1, 1]);
+    expect(runOp1('and', [t, u]).toArray()).toEqual([1, 0, 0, 0]);
+    expect(runOp1('or', [t, u]).toArray()).toEqual([1, 1, 1, 0]);
+    expect(runOp1('not', [t]).toArray()).toEqual([0, 0, 1, 1]);
   });
 
   it('where, clip, max/min with NaN', () => {
     const c = Tensor.from('bool', [2, 1], [1, 0]);
-    expect(run('where', [c, f32([2], [1, 2]), f32([], [9])]).toArray()).toEqual([1, 2, 9, 9]);
-    expect(run('clip', [f32([3], [-5, 0.5, 5])], { min: -1, max: 1 }).toArray()).toEqual([-1, 0.5, 1]);
-    expect(run('clip', [f32([2], [-5, 5])], { max: 0 }).toArray()).toEqual([-5, 0]);
-    expect(run('max', [f32([2], [1, NaN]), f32([2], [2, 0])]).toArray()).toEqual([2, NaN]);
+    expect(runOp1('where', [c, f32([2], [1, 2]), f32([], [9])]).toArray()).toEqual([1, 2, 9, 9]);
+    expect(runOp1('clip', [f32([3], [-5, 0.5, 5])], { min: -1, max: 1 }).toArray()).toEqual([-1, 0.5, 1]);
+    expect(runOp1('clip', [f32([2], [-5, 5])], { max: 0 }).toArray()).toEqual([-5, 0]);
+    expect(runOp1('max', [f32([2], [1, NaN]), f32([2], [2, 0])]).toArray()).toEqual([2, NaN]);
   });
 
   it('casts', () => {
-    expect(run('cast', [f32([3], [1.7, -1.7, 0])], { to: 'int32' }).toArray()).toEqual([1, -1, 0]);
-    expect(run('cast', [f32([3], [1.7, -1.7, 0])], { to: 'bool' }).toArray()).toEqual([1, 1, 0]);
-    expect(run('cast', [f32([1], [0.1])], { to: 'float16' }).toArray()).toEqual([roundToHalf(0.1)]);
-    expect(run('cast', [Tensor.from('int32', [1], [-1])], { to: 'uint32' }).toArray()).toEqual([4294967295]);
+    expect(runOp1('cast', [f32([3], [1.7, -1.7, 0])], { to: 'int32' }).toArray()).toEqual([1, -1, 0]);
+    expect(runOp1('cast', [f32([3], [1.7, -1.7, 0])], { to: 'bool' }).toArray()).toEqual([1, 1, 0]);
+    expect(runOp1('cast', [f32([1], [0.1])], { to: 'float16' }).toArray()).toEqual([roundToHalf(0.1)]);
+    expect(runOp1('cast', [Tensor.from('int32', [1], [-1])], { to: 'uint32' }).toArray()).toEqual([4294967295]);
   });
 
   it('rounds float16 results to nearest even', () => {
     const h = (v: number[]) => Tensor.from('float16', [v.length], v);
     // 2048 + 1 is not representable in half (spacing 2 above 2048): ties to even gives 2048
-    expect(run('add', [h([2048]), h([1])]).toArray()).toEqual([2048]);
-    expect(run('add', [h([2048]), h([3])]).toArray()).toEqual([2052]);
+    expect(runOp1('add', [h([2048]), h([1])]).toArray()).toEqual([2048]);
+    expect(runOp1('add', [h([2048]), h([3])]).toArray()).toEqual([2052]);
     // 60000 + 10000 overflows half to +inf
-    expect(run('add', [h([60000]), h([10000])]).toArray()).toEqual([Infinity]);
+    expect(runOp1('add', [h([60000]), h([10000])]).toArray()).toEqual([Infinity]);
   });
 
   it('shape inference agrees with kernels on broadcast shapes', () => {
@@ -112,7 +103,7 @@ describe('element-wise kernels', () => {
         const b = Tensor.full('float32', t, 3);
         const def = getOpDef(op)!;
         const [inferred] = def.infer([a, b], {});
-        const out = def.kernel([a, b], {}, ctx)[0]!;
+        const out = def.kernel([a, b], {}, KERNEL_CTX)[0]!;
         expect(out.shape).toEqual(inferred!.shape);
         expect(out.dtype).toBe(inferred!.dtype);
       }),

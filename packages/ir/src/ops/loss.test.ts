@@ -1,22 +1,9 @@
 import { AttrInput } from '../builder.js';
-import { DiagnosticError, GraphBuilder, KernelContext, Tensor, completeAttrs, getOpDef, inferOp, operandDifferentiable } from '../index.js';
+import { DiagnosticError, GraphBuilder, Tensor, getOpDef, operandDifferentiable } from '../index.js';
+import { f32, i32, runOp, runOp1 } from '../testing/kernels.js';
 
-const ctx: KernelContext = { seed: 0, step: 0, print: () => {} };
-
-/** Runs one op's kernel, checking that its results have the types inference predicts. */
-function run(name: string, inputs: Tensor[], attrs: AttrInput = {}): Tensor[] {
-  const def = getOpDef(name)!;
-  const full = completeAttrs(def, attrs);
-  const types = inferOp(def, inputs, full);
-  const out = def.kernel(inputs, full, ctx);
-  expect(out.map((t) => [t.dtype, [...t.shape]])).toEqual(types.map((t) => [t.dtype, [...t.shape]]));
-  return out;
-}
-
-const f32 = (shape: number[], v: number[]) => Tensor.from('float32', shape, v);
-const i32 = (shape: number[], v: number[]) => Tensor.from('int32', shape, v);
-const nll = (inputs: Tensor[], attrs: AttrInput = {}) => run('nll_loss', inputs, attrs)[0]!;
-const ce = (inputs: Tensor[], attrs: AttrInput = {}) => run('cross_entropy', inputs, attrs)[0]!;
+const nll = (inputs: Tensor[], attrs: AttrInput = {}) => runOp1('nll_loss', inputs, attrs);
+const ce = (inputs: Tensor[], attrs: AttrInput = {}) => runOp1('cross_entropy', inputs, attrs);
 
 function expectClose(actual: number[], expected: number[], digits = 5): void {
   expect(actual.length).toBe(expected.length);
@@ -110,7 +97,7 @@ describe('cross_entropy', () => {
   it('matches nll_loss of log_softmax with weights and ignore_index', () => {
     const logits = f32([4, 3], [0.5, -1, 2, 3, 0, 0, -2, 1, 1, 0, 0, 4]);
     const t = i32([4], [2, 0, 1, 2]);
-    const lp = run('log_softmax', [logits], { axis: 1 })[0]!;
+    const lp = runOp('log_softmax', [logits], { axis: 1 })[0]!;
     for (const reduction of ['none', 'sum', 'mean']) {
       for (const attrs of [{}, { ignore_index: 2 }]) {
         const a = ce([logits, t, weight], { reduction, ...attrs }).toArray();
@@ -169,7 +156,7 @@ describe('loss shape inference', () => {
         const x = Tensor.full('float32', xs, -1);
         const t = Tensor.zeros('int32', ts);
         for (const reduction of ['none', 'sum', 'mean']) {
-          const y = run(op, [x, t], { reduction })[0]!;
+          const y = runOp(op, [x, t], { reduction })[0]!;
           expect(y.shape).toEqual(reduction === 'none' ? ts : []);
         }
       }

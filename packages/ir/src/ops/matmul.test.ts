@@ -1,21 +1,8 @@
 import fc from 'fast-check';
-import { AttrInput } from '../builder.js';
-import { DiagnosticError, GraphBuilder, KernelContext, Tensor, completeAttrs, getOpDef, inferOp, numElements, stridesOf } from '../index.js';
+import { DiagnosticError, GraphBuilder, Tensor, numElements, stridesOf } from '../index.js';
+import { f32, runOp, runOp1 } from '../testing/kernels.js';
 
-const ctx: KernelContext = { seed: 0, step: 0, print: () => {} };
-
-/** Runs one op's kernel, checking that its results have the types inference predicts. */
-function run(name: string, inputs: Tensor[], attrs: AttrInput = {}): Tensor[] {
-  const def = getOpDef(name)!;
-  const full = completeAttrs(def, attrs);
-  const types = inferOp(def, inputs, full);
-  const out = def.kernel(inputs, full, ctx);
-  expect(out.map((t) => [t.dtype, [...t.shape]])).toEqual(types.map((t) => [t.dtype, [...t.shape]]));
-  return out;
-}
-
-const f32 = (shape: number[], v: number[]) => Tensor.from('float32', shape, v);
-const matmul = (a: Tensor, b: Tensor) => run('matmul', [a, b])[0]!;
+const matmul = (a: Tensor, b: Tensor) => runOp1('matmul', [a, b]);
 
 describe('matmul', () => {
   it('multiplies 2-D matrices', () => {
@@ -125,12 +112,12 @@ describe('matmul', () => {
     // 1 + 2^-11 + 2^-11 = 1 + 2^-10, a float16 value; summing in float16 would round
     // 1 + 2^-11 to 1 (tie to even) twice and give 1
     const h = 2 ** -11;
-    const y = run('matmul', [Tensor.from('float16', [3], [1, h, h]), Tensor.from('float16', [3], [1, 1, 1])])[0]!;
+    const y = runOp('matmul', [Tensor.from('float16', [3], [1, h, h]), Tensor.from('float16', [3], [1, 1, 1])])[0]!;
     expect(y.dtype).toBe('float16');
     expect(y.toArray()).toEqual([1 + 2 ** -10]);
     // 0.1 is stored as 0.0999755859375 in float16; 3 * that = 0.2999267578125 = 1228.5 * 2^-12
     // (the float16 spacing in [0.25, 0.5)), a tie that rounds to even: 1228 * 2^-12 = 0.2998046875
-    const z = run('matmul', [Tensor.from('float16', [1], [3]), Tensor.from('float16', [1], [0.1])])[0]!;
+    const z = runOp('matmul', [Tensor.from('float16', [1], [3]), Tensor.from('float16', [1], [0.1])])[0]!;
     expect(z.toArray()).toEqual([0.2998046875]);
   });
 
@@ -143,9 +130,9 @@ describe('matmul', () => {
 
   it('wraps int32 products modulo 2^32', () => {
     // 3*5 + 4*6 = 39
-    expect(run('matmul', [Tensor.from('int32', [2], [3, 4]), Tensor.from('int32', [2], [5, 6])])[0]!.toArray()).toEqual([39]);
+    expect(runOp('matmul', [Tensor.from('int32', [2], [3, 4]), Tensor.from('int32', [2], [5, 6])])[0]!.toArray()).toEqual([39]);
     // 65536 * 65536 = 2^32 → 0, plus 1*1
-    expect(run('matmul', [Tensor.from('int32', [2], [65536, 1]), Tensor.from('int32', [2], [65536, 1])])[0]!.toArray()).toEqual([1]);
+    expect(runOp('matmul', [Tensor.from('int32', [2], [65536, 1]), Tensor.from('int32', [2], [65536, 1])])[0]!.toArray()).toEqual([1]);
   });
 
   describe('errors', () => {

@@ -1,54 +1,26 @@
 import fc from 'fast-check';
 import { DType, roundToHalf } from '../dtype.js';
-import { DiagnosticError } from '../diagnostics.js';
-import { AttrInput, GraphBuilder } from '../builder.js';
-import { completeAttrs, inferOp } from '../graph.js';
-import { KernelContext } from '../opdef.js';
+import { AttrInput } from '../builder.js';
+import { completeAttrs } from '../graph.js';
 import { getOpDef } from '../registry.js';
-import { Shape, TensorType, formatType, numElements } from '../shape.js';
+import { Shape, TensorType, numElements } from '../shape.js';
 import { Tensor } from '../tensor.js';
-
-const CTX: KernelContext = { seed: 0, step: 0, print: () => {} };
-
-/** Runs an op's kernel after inferring its types, and checks the two agree. */
-function run(name: string, inputs: Tensor[], attrs: AttrInput = {}): Tensor[] {
-  const def = getOpDef(name)!;
-  const full = completeAttrs(def, attrs);
-  const types = inferOp(def, inputs, full);
-  const outs = def.kernel(inputs, full, CTX);
-  expect(outs.map(formatType)).toEqual(types.map(formatType));
-  return outs;
-}
-function run1(name: string, x: Tensor, attrs: AttrInput = {}): Tensor {
-  return run(name, [x], attrs)[0]!;
-}
+import { KERNEL_CTX, buildError, runOp, runOp1 } from '../testing/kernels.js';
 
 /** 0, 1, 2, ... in the given shape. */
 function iota(shape: Shape, dtype: DType = 'int32'): Tensor {
   return Tensor.from(dtype, shape, Array.from({ length: numElements(shape) }, (_, i) => i));
 }
 
-/** The diagnostic message of building `kind` on operands of these types. */
-function buildError(kind: string, types: TensorType[], attrs: AttrInput = {}): string {
-  const b = new GraphBuilder();
-  const xs = types.map((t, i) => b.input(`x${i}`, t.dtype, t.shape));
-  try {
-    b.op(kind, xs, attrs);
-  } catch (e) {
-    expect(e).toBeInstanceOf(DiagnosticError);
-    return (e as DiagnosticError).diagnostics[0]!.message;
-  }
-  throw new Error(`${kind} was built without an error`);
-}
 const f32 = (...shape: number[]): TensorType => ({ dtype: 'float32', shape });
 
 describe('reshape', () => {
   it('keeps the row-major order and infers -1', () => {
-    const r = run1('reshape', iota([2, 3]), { shape: [3, -1] });
+    const r = runOp1('reshape', iota([2, 3]), { shape: [3, -1] });
     expect(r.shape).toEqual([3, 2]);
     expect(r.toArray()).toEqual([0, 1, 2, 3, 4, 5]);
-    expect(run1('reshape', iota([0, 3]), { shape: [-1, 3] }).shape).toEqual([0, 3]);
-    expect(run1('reshape', iota([1]), { shape: [] }).shape).toEqual([]);
+    expect(runOp1('reshape', iota([0, 3]), { shape: [-1, 3] }).shape).toEqual([0, 3]);
+    expect(runOp1('reshape', iota([1]), { shape: [] }).shape).toEqual([]);
   });
   it('rejects impossible shapes', () => {
     expect(buildError('reshape', [f32(2, 3)], { shape: [4, 2] })).toBe('reshape: cannot reshape [2,3] (6 elements) to [4,2] (8 elements)');
@@ -62,25 +34,25 @@ describe('reshape', () => {
 describe('transpose', () => {
   it('reverses dims by default', () => {
     // [[0,1,2],[3,4,5]]ᵀ = [[0,3],[1,4],[2,5]]
-    const r = run1('transpose', iota([2, 3]));
+    const r = runOp1('transpose', iota([2, 3]));
     expect(r.shape).toEqual([3, 2]);
     expect(r.toArray()).toEqual([0, 3, 1, 4, 2, 5]);
   });
   it('applies an explicit permutation (result dim i is input dim perm[i])', () => {
     // x[i,j,k] = 12i + 4j + k
     const x = iota([2, 3, 4]);
-    const a = run1('transpose', x, { perm: [1, 0, 2] });
+    const a = runOp1('transpose', x, { perm: [1, 0, 2] });
     expect(a.shape).toEqual([3, 2, 4]);
     expect(a.get(2, 1, 3)).toBe(12 * 1 + 4 * 2 + 3);
-    const b = run1('transpose', x, { perm: [2, 0, 1] });
+    const b = runOp1('transpose', x, { perm: [2, 0, 1] });
     expect(b.shape).toEqual([4, 2, 3]);
     expect(b.get(3, 1, 2)).toBe(12 * 1 + 4 * 2 + 3); // b[k,i,j] = x[i,j,k]
   });
   it('copies every dtype exactly', () => {
     const h = Tensor.from('float16', [2, 2], [roundToHalf(0.1), -0, Infinity, NaN]);
-    expect(run1('transpose', h).toArray()).toEqual([roundToHalf(0.1), Infinity, -0, NaN]);
-    expect(run1('transpose', Tensor.from('uint32', [1, 2], [2 ** 32 - 1, 7])).toArray()).toEqual([2 ** 32 - 1, 7]);
-    expect(run1('transpose', Tensor.from('bool', [2, 1], [1, 0])).toArray()).toEqual([1, 0]);
+    expect(runOp1('transpose', h).toArray()).toEqual([roundToHalf(0.1), Infinity, -0, NaN]);
+    expect(runOp1('transpose', Tensor.from('uint32', [1, 2], [2 ** 32 - 1, 7])).toArray()).toEqual([2 ** 32 - 1, 7]);
+    expect(runOp1('transpose', Tensor.from('bool', [2, 1], [1, 0])).toArray()).toEqual([1, 0]);
   });
   it('rejects non-permutations', () => {
     expect(buildError('transpose', [f32(2, 3)], { perm: [0, 0] })).toBe('transpose: perm [0,0] is not a permutation of 0..1 for [2,3]');
@@ -90,7 +62,7 @@ describe('transpose', () => {
 
 describe('slice', () => {
   const x = iota([10]);
-  const sl = (attrs: AttrInput) => run1('slice', x, attrs).toArray();
+  const sl = (attrs: AttrInput) => runOp1('slice', x, attrs).toArray();
   it('follows ONNX Slice', () => {
     expect(sl({ starts: [2], ends: [7] })).toEqual([2, 3, 4, 5, 6]);
     expect(sl({ starts: [-3], ends: [100] })).toEqual([7, 8, 9]); // -3 → 7; 100 clamps to 10
@@ -113,10 +85,10 @@ describe('slice', () => {
   it('slices chosen axes of a matrix', () => {
     // x = [[0,1,2,3],[4,5,6,7],[8,9,10,11]]; rows 1..2, columns 0 and 2
     const m = iota([3, 4]);
-    const r = run1('slice', m, { starts: [1, 0], ends: [3, 4], axes: [0, 1], steps: [1, 2] });
+    const r = runOp1('slice', m, { starts: [1, 0], ends: [3, 4], axes: [0, 1], steps: [1, 2] });
     expect(r.shape).toEqual([2, 2]);
     expect(r.toArray()).toEqual([4, 6, 8, 10]);
-    const c = run1('slice', m, { starts: [1], ends: [3], axes: [-1] });
+    const c = runOp1('slice', m, { starts: [1], ends: [3], axes: [-1] });
     expect(c.shape).toEqual([3, 2]);
     expect(c.toArray()).toEqual([1, 2, 5, 6, 9, 10]);
   });
@@ -133,12 +105,12 @@ describe('concat and split', () => {
   it('concatenates along any axis', () => {
     const b = Tensor.from('float32', [2, 1], [5, 6]);
     // [[1,2],[3,4]] ++ [[5],[6]] along columns = [[1,2,5],[3,4,6]]
-    const r = run('concat', [a, b], { axis: -1 })[0]!;
+    const r = runOp('concat', [a, b], { axis: -1 })[0]!;
     expect(r.shape).toEqual([2, 3]);
     expect(r.toArray()).toEqual([1, 2, 5, 3, 4, 6]);
     const c = Tensor.from('float32', [1, 2], [7, 8]);
-    expect(run('concat', [a, c, Tensor.zeros('float32', [0, 2])], { axis: 0 })[0]!.toArray()).toEqual([1, 2, 3, 4, 7, 8]);
-    expect(run('concat', [a], { axis: 1 })[0]!.toArray()).toEqual([1, 2, 3, 4]);
+    expect(runOp('concat', [a, c, Tensor.zeros('float32', [0, 2])], { axis: 0 })[0]!.toArray()).toEqual([1, 2, 3, 4, 7, 8]);
+    expect(runOp('concat', [a], { axis: 1 })[0]!.toArray()).toEqual([1, 2, 3, 4]);
   });
   it('rejects mismatched operands', () => {
     expect(buildError('concat', [f32(2, 2), f32(3, 1)], { axis: 1 })).toBe(
@@ -150,11 +122,11 @@ describe('concat and split', () => {
     expect(buildError('concat', [], { axis: 0 })).toMatch(/^concat: expects at least 1 operand/);
   });
   it('splits into pieces of the given sizes', () => {
-    const [p, q] = run('split', [iota([5])], { sizes: [2, 3] });
+    const [p, q] = runOp('split', [iota([5])], { sizes: [2, 3] });
     expect(p!.toArray()).toEqual([0, 1]);
     expect(q!.toArray()).toEqual([2, 3, 4]);
     // [[0,1,2],[3,4,5]] cut into columns {0}, {}, {1,2}
-    const parts = run('split', [iota([2, 3])], { axis: -1, sizes: [1, 0, 2] });
+    const parts = runOp('split', [iota([2, 3])], { axis: -1, sizes: [1, 0, 2] });
     expect(parts.map((t) => t.shape)).toEqual([[2, 1], [2, 0], [2, 2]]);
     expect(parts.map((t) => t.toArray())).toEqual([[0, 3], [], [1, 2, 4, 5]]);
   });
@@ -167,7 +139,7 @@ describe('concat and split', () => {
 
 describe('gather', () => {
   const x = Tensor.from('float32', [3, 2], [1, 2, 3, 4, 5, 6]);
-  const g = (ind: Tensor, axis = 0) => run('gather', [x, ind], { axis })[0]!;
+  const g = (ind: Tensor, axis = 0) => runOp('gather', [x, ind], { axis })[0]!;
   it('picks rows by index, keeping the index shape', () => {
     const r = g(Tensor.from('int32', [2, 2], [0, 1, 1, 2]));
     expect(r.shape).toEqual([2, 2, 2]);
@@ -185,8 +157,8 @@ describe('gather', () => {
   it('throws a clear error for out-of-range indices', () => {
     const def = getOpDef('gather')!;
     const attrs = completeAttrs(def, {});
-    expect(() => def.kernel([x, Tensor.from('int32', [1], [3])], attrs, CTX)).toThrow('gather: index 3 is out of range for axis 0 of size 3 in [3,2]');
-    expect(() => def.kernel([x, Tensor.from('int32', [1], [-4])], attrs, CTX)).toThrow(/^gather: index -4 is out of range/);
+    expect(() => def.kernel([x, Tensor.from('int32', [1], [3])], attrs, KERNEL_CTX)).toThrow('gather: index 3 is out of range for axis 0 of size 3 in [3,2]');
+    expect(() => def.kernel([x, Tensor.from('int32', [1], [-4])], attrs, KERNEL_CTX)).toThrow(/^gather: index -4 is out of range/);
   });
   it('requires int32 indices and does not differentiate them', () => {
     expect(buildError('gather', [f32(3), f32(2)])).toBe('gather: indices must be int32, got f32[2]');
@@ -198,27 +170,27 @@ describe('gather', () => {
 describe('squeeze, unsqueeze, flatten', () => {
   const x = iota([1, 3, 1, 2]);
   it('squeezes all or given size-1 dims', () => {
-    expect(run1('squeeze', x).shape).toEqual([3, 2]);
-    expect(run1('squeeze', x, { axes: [-2] }).shape).toEqual([1, 3, 2]);
-    expect(run1('squeeze', x, { axes: [0, 2] }).toArray()).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(runOp1('squeeze', x).shape).toEqual([3, 2]);
+    expect(runOp1('squeeze', x, { axes: [-2] }).shape).toEqual([1, 3, 2]);
+    expect(runOp1('squeeze', x, { axes: [0, 2] }).toArray()).toEqual([0, 1, 2, 3, 4, 5]);
     expect(buildError('squeeze', [f32(1, 3, 1, 2)], { axes: [1] })).toBe('squeeze: cannot squeeze axis 1 of size 3 in [1,3,1,2]');
   });
   it('unsqueezes at positions of the result', () => {
     const y = iota([3, 2]);
-    expect(run1('unsqueeze', y, { axes: [0] }).shape).toEqual([1, 3, 2]);
-    expect(run1('unsqueeze', y, { axes: [-1] }).shape).toEqual([3, 2, 1]);
-    expect(run1('unsqueeze', y, { axes: [1, 3] }).shape).toEqual([3, 1, 2, 1]);
-    expect(run1('unsqueeze', y, { axes: [0, -1] }).shape).toEqual([1, 3, 2, 1]);
-    expect(run1('unsqueeze', Tensor.scalar('float32', 2), { axes: [0] }).toArray()).toEqual([2]);
+    expect(runOp1('unsqueeze', y, { axes: [0] }).shape).toEqual([1, 3, 2]);
+    expect(runOp1('unsqueeze', y, { axes: [-1] }).shape).toEqual([3, 2, 1]);
+    expect(runOp1('unsqueeze', y, { axes: [1, 3] }).shape).toEqual([3, 1, 2, 1]);
+    expect(runOp1('unsqueeze', y, { axes: [0, -1] }).shape).toEqual([1, 3, 2, 1]);
+    expect(runOp1('unsqueeze', Tensor.scalar('float32', 2), { axes: [0] }).toArray()).toEqual([2]);
     expect(buildError('unsqueeze', [f32(3, 2)], { axes: [3] })).toBe('unsqueeze: axis 3 is out of range for the rank-3 result of unsqueezing [3,2] by axes [3]');
     expect(buildError('unsqueeze', [f32(3, 2)], { axes: [1, -3] })).toBe('unsqueeze: axes [1,-3] repeat an axis');
   });
   it('flattens to two dims around an axis', () => {
     const z = iota([2, 3, 4]);
-    expect(run1('flatten', z).shape).toEqual([2, 12]);
-    expect(run1('flatten', z, { axis: 0 }).shape).toEqual([1, 24]);
-    expect(run1('flatten', z, { axis: 3 }).shape).toEqual([24, 1]);
-    expect(run1('flatten', z, { axis: -1 }).shape).toEqual([6, 4]);
+    expect(runOp1('flatten', z).shape).toEqual([2, 12]);
+    expect(runOp1('flatten', z, { axis: 0 }).shape).toEqual([1, 24]);
+    expect(runOp1('flatten', z, { axis: 3 }).shape).toEqual([24, 1]);
+    expect(runOp1('flatten', z, { axis: -1 }).shape).toEqual([6, 4]);
     expect(buildError('flatten', [f32(2, 3, 4)], { axis: 4 })).toBe('flatten: axis 4 is out of range [-3, 3] for [2,3,4]');
   });
 });
@@ -226,22 +198,22 @@ describe('squeeze, unsqueeze, flatten', () => {
 describe('expand and tile', () => {
   it('broadcasts in both directions', () => {
     const col = Tensor.from('float32', [3, 1], [1, 2, 3]);
-    const r = run1('expand', col, { shape: [2, 1, 2] }); // [3,1] with [2,1,2] → [2,3,2]
+    const r = runOp1('expand', col, { shape: [2, 1, 2] }); // [3,1] with [2,1,2] → [2,3,2]
     expect(r.shape).toEqual([2, 3, 2]);
     expect(r.toArray()).toEqual([1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3]);
-    expect(run1('expand', iota([2, 3]), { shape: [1] }).shape).toEqual([2, 3]); // target dims of 1 keep x's
-    expect(run1('expand', col, { shape: [1, 4] }).shape).toEqual([3, 4]);
-    expect(run1('expand', Tensor.scalar('bool', 1), { shape: [2] }).toArray()).toEqual([1, 1]);
+    expect(runOp1('expand', iota([2, 3]), { shape: [1] }).shape).toEqual([2, 3]); // target dims of 1 keep x's
+    expect(runOp1('expand', col, { shape: [1, 4] }).shape).toEqual([3, 4]);
+    expect(runOp1('expand', Tensor.scalar('bool', 1), { shape: [2] }).toArray()).toEqual([1, 1]);
     expect(buildError('expand', [f32(2, 3)], { shape: [4] })).toBe('expand: cannot expand [2,3] to [4]: dimension 3 does not broadcast with 4');
     expect(buildError('expand', [f32(2)], { shape: [-1] })).toBe('expand: shape [-1] has a negative dimension -1');
   });
   it('tiles the whole tensor', () => {
     const m = Tensor.from('int32', [2, 2], [1, 2, 3, 4]);
-    expect(run1('tile', m, { repeats: [1, 2] }).toArray()).toEqual([1, 2, 1, 2, 3, 4, 3, 4]);
-    const t = run1('tile', m, { repeats: [2, 1] });
+    expect(runOp1('tile', m, { repeats: [1, 2] }).toArray()).toEqual([1, 2, 1, 2, 3, 4, 3, 4]);
+    const t = runOp1('tile', m, { repeats: [2, 1] });
     expect(t.shape).toEqual([4, 2]);
     expect(t.toArray()).toEqual([1, 2, 3, 4, 1, 2, 3, 4]);
-    expect(run1('tile', m, { repeats: [0, 1] }).shape).toEqual([0, 2]);
+    expect(runOp1('tile', m, { repeats: [0, 1] }).shape).toEqual([0, 2]);
     expect(buildError('tile', [f32(2, 2)], { repeats: [2] })).toBe('tile: repeats [2] has 1 entries but [2,2] has rank 2');
     expect(buildError('tile', [f32(2)], { repeats: [-1] })).toBe('tile: repeats [-1] contain a negative count -1');
   });
@@ -250,23 +222,23 @@ describe('expand and tile', () => {
 describe('pad', () => {
   const x = Tensor.from('float32', [3], [1, 2, 3]);
   it('pads in each mode', () => {
-    expect(run1('pad', x, { pads: [2, 1], value: 9 }).toArray()).toEqual([9, 9, 1, 2, 3, 9]);
+    expect(runOp1('pad', x, { pads: [2, 1], value: 9 }).toArray()).toEqual([9, 9, 1, 2, 3, 9]);
     // reflect mirrors without repeating the edge: ... 3 2 | 1 2 3 | 2 ...
-    expect(run1('pad', x, { pads: [2, 1], mode: 'reflect' }).toArray()).toEqual([3, 2, 1, 2, 3, 2]);
-    expect(run1('pad', x, { pads: [2, 1], mode: 'edge' }).toArray()).toEqual([1, 1, 1, 2, 3, 3]);
+    expect(runOp1('pad', x, { pads: [2, 1], mode: 'reflect' }).toArray()).toEqual([3, 2, 1, 2, 3, 2]);
+    expect(runOp1('pad', x, { pads: [2, 1], mode: 'edge' }).toArray()).toEqual([1, 1, 1, 2, 3, 3]);
   });
   it('takes all begins, then all ends', () => {
     // begin: 1 row above, 0 columns left; end: 0 rows below, 1 column right
     const m = Tensor.from('float32', [2, 2], [1, 2, 3, 4]);
-    const r = run1('pad', m, { pads: [1, 0, 0, 1] });
+    const r = runOp1('pad', m, { pads: [1, 0, 0, 1] });
     expect(r.shape).toEqual([3, 3]);
     expect(r.toArray()).toEqual([0, 0, 0, 1, 2, 0, 3, 4, 0]);
   });
   it('crops with negative pads and fills integers exactly', () => {
-    expect(run1('pad', Tensor.from('float32', [4], [1, 2, 3, 4]), { pads: [-1, 1] }).toArray()).toEqual([2, 3, 4, 0]);
-    expect(run1('pad', Tensor.from('int32', [2], [1, 2]), { pads: [1, 0], value: -1 }).toArray()).toEqual([-1, 1, 2]);
-    expect(run1('pad', Tensor.from('bool', [1], [0]), { pads: [0, 1], value: 1 }).toArray()).toEqual([0, 1]);
-    expect(run1('pad', Tensor.zeros('float32', [0]), { pads: [1, 1], value: 5 }).toArray()).toEqual([5, 5]);
+    expect(runOp1('pad', Tensor.from('float32', [4], [1, 2, 3, 4]), { pads: [-1, 1] }).toArray()).toEqual([2, 3, 4, 0]);
+    expect(runOp1('pad', Tensor.from('int32', [2], [1, 2]), { pads: [1, 0], value: -1 }).toArray()).toEqual([-1, 1, 2]);
+    expect(runOp1('pad', Tensor.from('bool', [1], [0]), { pads: [0, 1], value: 1 }).toArray()).toEqual([0, 1]);
+    expect(runOp1('pad', Tensor.zeros('float32', [0]), { pads: [1, 1], value: 5 }).toArray()).toEqual([5, 5]);
   });
   it('rejects bad pads', () => {
     expect(buildError('pad', [f32(3)], { pads: [1] })).toBe('pad: pads [1] has 1 entries but [3] needs 2 (all begins, then all ends)');
@@ -279,7 +251,7 @@ describe('pad', () => {
 
 describe('dynamic_slice', () => {
   const x = iota([5]);
-  const ds = (start: number, size = 3, t: Tensor = x, axis = 0) => run('dynamic_slice', [t, Tensor.scalar('int32', start)], { axis, size })[0]!;
+  const ds = (start: number, size = 3, t: Tensor = x, axis = 0) => runOp('dynamic_slice', [t, Tensor.scalar('int32', start)], { axis, size })[0]!;
   it('clamps the start to [0, dim - size]', () => {
     expect(ds(1).toArray()).toEqual([1, 2, 3]);
     expect(ds(4).toArray()).toEqual([2, 3, 4]); // 4 clamps to 5 - 3 = 2
@@ -330,7 +302,7 @@ describe('movement properties', () => {
     const b = fc.integer({ min: -8, max: 8 });
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 6 }), b, b, fc.integer({ min: -4, max: 4 }).filter((s) => s !== 0), (n, start, end, step) => {
-        const r = run1('slice', iota([n]), { starts: [start], ends: [end], steps: [step] });
+        const r = runOp1('slice', iota([n]), { starts: [start], ends: [end], steps: [step] });
         expect(r.toArray()).toEqual(onnxSliceOracle(n, start, end, step));
       }),
     );
@@ -367,7 +339,7 @@ describe('movement properties', () => {
     });
     fc.assert(
       fc.property(caseArb, ([shape, dtype, [op, attrs]]) => {
-        run1(op, filled(dtype, shape), attrs);
+        runOp1(op, filled(dtype, shape), attrs);
       }),
       { numRuns: 300 },
     );
@@ -391,18 +363,18 @@ describe('movement properties', () => {
         const x = filled(dtype, shape);
         const other = [...shape];
         other[a] = extra;
-        const cat = run('concat', [x, filled(dtype, other)], { axis })[0]!;
+        const cat = runOp('concat', [x, filled(dtype, other)], { axis })[0]!;
         expect(cat.shape[a]).toBe(shape[a]! + extra);
         const first = Math.min(cut, shape[a]!);
-        const parts = run('split', [x], { axis, sizes: [first, shape[a]! - first] });
+        const parts = runOp('split', [x], { axis, sizes: [first, shape[a]! - first] });
         // splitting then concatenating gives the input back
-        expect(run('concat', parts, { axis })[0]!.toArray()).toEqual(x.toArray());
+        expect(runOp('concat', parts, { axis })[0]!.toArray()).toEqual(x.toArray());
         if (shape[a]! > 0) {
           const n = numElements(indexShape);
           const ind = Tensor.from('int32', indexShape, Array.from({ length: n }, (_, i) => (i % (2 * shape[a]!)) - shape[a]!));
-          run('gather', [x, ind], { axis });
+          runOp('gather', [x, ind], { axis });
         }
-        run('dynamic_slice', [x, Tensor.scalar('int32', start)], { axis, size: first });
+        runOp('dynamic_slice', [x, Tensor.scalar('int32', start)], { axis, size: first });
       }),
       { numRuns: 200 },
     );

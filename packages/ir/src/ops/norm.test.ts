@@ -1,19 +1,7 @@
 import { AttrInput } from '../builder.js';
-import { DiagnosticError, GraphBuilder, KernelContext, Tensor, completeAttrs, getOpDef, inferOp, operandDifferentiable, roundToHalf } from '../index.js';
+import { DiagnosticError, GraphBuilder, Tensor, getOpDef, operandDifferentiable, roundToHalf } from '../index.js';
+import { f32, runOp } from '../testing/kernels.js';
 
-const ctx: KernelContext = { seed: 0, step: 0, print: () => {} };
-
-/** Runs one op's kernel, checking that its results have the types inference predicts. */
-function run(name: string, inputs: Tensor[], attrs: AttrInput = {}): Tensor[] {
-  const def = getOpDef(name)!;
-  const full = completeAttrs(def, attrs);
-  const types = inferOp(def, inputs, full);
-  const out = def.kernel(inputs, full, ctx);
-  expect(out.map((t) => [t.dtype, [...t.shape]])).toEqual(types.map((t) => [t.dtype, [...t.shape]]));
-  return out;
-}
-
-const f32 = (shape: number[], v: number[]) => Tensor.from('float32', shape, v);
 
 function expectClose(actual: number[], expected: number[], digits = 5): void {
   expect(actual.length).toBe(expected.length);
@@ -35,7 +23,7 @@ describe('batch_norm', () => {
   it('normalises with the running statistics in inference', () => {
     // epsilon 0; channel 0: mean 2, var 1, scale 2, bias 0: (1-2)/1*2 = -2, (3-2)/1*2 = 2
     // channel 1: mean 10, var 25, scale 1, bias 1: (10-10)/5+1 = 1, (20-10)/5+1 = 3
-    const ys = run(
+    const ys = runOp(
       'batch_norm',
       [f32([1, 2, 1, 2], [1, 3, 10, 20]), f32([2], [2, 1]), f32([2], [0, 1]), f32([2], [2, 10]), f32([2], [1, 25])],
       { epsilon: 0 },
@@ -43,7 +31,7 @@ describe('batch_norm', () => {
     expect(ys).toHaveLength(1);
     expect(ys[0]!.toArray()).toEqual([-2, 2, 1, 3]);
     // epsilon is added to the variance: var 3 + eps 1 = 4 → (4-2)/2 = 1
-    const z = run('batch_norm', [f32([1, 1], [4]), f32([1], [1]), f32([1], [0]), f32([1], [2]), f32([1], [3])], { epsilon: 1 })[0]!;
+    const z = runOp('batch_norm', [f32([1, 1], [4]), f32([1], [1]), f32([1], [0]), f32([1], [2]), f32([1], [3])], { epsilon: 1 })[0]!;
     expect(z.toArray()).toEqual([1]);
   });
 
@@ -51,7 +39,7 @@ describe('batch_norm', () => {
     // x[N=2, C=2, L=2]; channel 0 holds {1,2} (n=0) and {3,6} (n=1): mean 3,
     // biased var (4+1+0+9)/4 = 3.5, unbiased 14/3; channel 1 holds {0,0,0,4}: mean 1, biased var (1+1+1+9)/4 = 3, unbiased 4
     const x = f32([2, 2, 2], [1, 2, 0, 0, 3, 6, 0, 4]);
-    const [y, rm, rv] = run(
+    const [y, rm, rv] = runOp(
       'batch_norm',
       [x, f32([2], [1, 1]), f32([2], [0, 0]), f32([2], [0, 10]), f32([2], [1, 2])],
       { epsilon: 0, momentum: 0.9, training: true },
@@ -71,14 +59,14 @@ describe('batch_norm', () => {
     const C = 3;
     const ones = f32([C], [1, 1, 1]);
     const zeros = f32([C], [0, 0, 0]);
-    const [y] = run('batch_norm', [f32([4, 3, 2, 2], vals), ones, zeros, zeros, ones], { epsilon: 0, training: true });
+    const [y] = runOp('batch_norm', [f32([4, 3, 2, 2], vals), ones, zeros, zeros, ones], { epsilon: 0, training: true });
     for (let c = 0; c < C; c++) {
       const v = channel(y!, c);
       expect(mean(v)).toBeCloseTo(0, 5);
       expect(variance(v)).toBeCloseTo(1, 5);
     }
     // with scale and bias: mean is the bias and the standard deviation |scale|
-    const [z] = run('batch_norm', [f32([4, 3, 2, 2], vals), f32([C], [2, -3, 0.5]), f32([C], [1, 2, 3]), zeros, ones], { epsilon: 0, training: true });
+    const [z] = runOp('batch_norm', [f32([4, 3, 2, 2], vals), f32([C], [2, -3, 0.5]), f32([C], [1, 2, 3]), zeros, ones], { epsilon: 0, training: true });
     [2, -3, 0.5].forEach((s, c) => {
       const v = channel(z!, c);
       expect(mean(v)).toBeCloseTo([1, 2, 3][c]!, 5);
@@ -96,10 +84,10 @@ describe('batch_norm', () => {
 describe('layer_norm', () => {
   it('normalises over the last dims and applies scale and bias', () => {
     // row [1,3] → mean 2, var 1 → [-1, 1]; scale [2,3], bias [1,1]: [-2+1, 3+1] = [-1, 4]
-    const y = run('layer_norm', [f32([2, 2], [1, 3, 5, 5]), f32([2], [2, 3]), f32([2], [1, 1])], { epsilon: 0 })[0]!;
+    const y = runOp('layer_norm', [f32([2, 2], [1, 3, 5, 5]), f32([2], [2, 3]), f32([2], [1, 1])], { epsilon: 0 })[0]!;
     expect(y.toArray().slice(0, 2)).toEqual([-1, 4]);
     // default epsilon 1e-5: [1,3] → ±1/sqrt(1 + 1e-5); the constant row [5,5] stays finite: [0, 0]
-    const z = run('layer_norm', [f32([2, 2], [1, 3, 5, 5])])[0]!;
+    const z = runOp('layer_norm', [f32([2, 2], [1, 3, 5, 5])])[0]!;
     expectClose(z.toArray(), [-1 / Math.sqrt(1 + 1e-5), 1 / Math.sqrt(1 + 1e-5), 0, 0], 6);
   });
 
@@ -107,16 +95,16 @@ describe('layer_norm', () => {
     // x[1,2,2] = [[0,2],[4,6]], axis 1 normalises all four: mean 3, var (9+1+1+9)/4 = 5
     // scale [2,1] broadcasts over the last dim: rows scaled by 10 and 1
     const x = f32([1, 2, 2], [0, 2, 4, 6]);
-    const y = run('layer_norm', [x, f32([2, 1], [10, 1])], { axis: 1, epsilon: 0 })[0]!;
+    const y = runOp('layer_norm', [x, f32([2, 1], [10, 1])], { axis: 1, epsilon: 0 })[0]!;
     const s = Math.sqrt(5);
     expectClose(y.toArray(), [(-3 / s) * 10, (-1 / s) * 10, 1 / s, 3 / s]);
     // axis -1 instead normalises each row alone: [0,2] → [-1,1], [4,6] → [-1,1]
-    expect(run('layer_norm', [x], { axis: -1, epsilon: 0 })[0]!.toArray()).toEqual([-1, 1, -1, 1]);
+    expect(runOp('layer_norm', [x], { axis: -1, epsilon: 0 })[0]!.toArray()).toEqual([-1, 1, -1, 1]);
   });
 
   it('rounds to float16 once, at the end', () => {
     // [0,1,2]: mean 1, var 2/3, so y = ±1/sqrt(2/3) = ±sqrt(1.5)
-    const y = run('layer_norm', [Tensor.from('float16', [3], [0, 1, 2])], { epsilon: 0 })[0]!;
+    const y = runOp('layer_norm', [Tensor.from('float16', [3], [0, 1, 2])], { epsilon: 0 })[0]!;
     expect(y.dtype).toBe('float16');
     expect(y.toArray()).toEqual([-roundToHalf(Math.sqrt(1.5)), 0, roundToHalf(Math.sqrt(1.5))]);
   });
@@ -126,7 +114,7 @@ describe('group_norm', () => {
   it('normalises each group of channels', () => {
     // x[1,4,1] = [1,3,10,30], 2 groups: {1,3} mean 2 var 1 → [-1,1]; {10,30} mean 20 var 100 → [-1,1]
     // per-channel scale [1,2,3,4] and bias [0,0,0,1]: [-1, 2, -3, 5]
-    const y = run('group_norm', [f32([1, 4, 1], [1, 3, 10, 30]), f32([4], [1, 2, 3, 4]), f32([4], [0, 0, 0, 1])], { num_groups: 2, epsilon: 0 })[0]!;
+    const y = runOp('group_norm', [f32([1, 4, 1], [1, 3, 10, 30]), f32([4], [1, 2, 3, 4]), f32([4], [0, 0, 0, 1])], { num_groups: 2, epsilon: 0 })[0]!;
     expect(y.toArray()).toEqual([-1, 2, -3, 5]);
   });
 
@@ -135,10 +123,10 @@ describe('group_norm', () => {
     const x = f32([2, 3, 4], vals);
     const ones = f32([3], [1, 1, 1]);
     const zeros = f32([3], [0, 0, 0]);
-    const one = run('group_norm', [x, ones, zeros], { num_groups: 1 })[0]!;
-    const ln = run('layer_norm', [x], { axis: 1 })[0]!;
+    const one = runOp('group_norm', [x, ones, zeros], { num_groups: 1 })[0]!;
+    const ln = runOp('layer_norm', [x], { axis: 1 })[0]!;
     expectClose(one.toArray(), ln.toArray(), 5);
-    const each = run('group_norm', [x, ones, zeros], { num_groups: 3, epsilon: 0 })[0]!;
+    const each = runOp('group_norm', [x, ones, zeros], { num_groups: 3, epsilon: 0 })[0]!;
     for (let n = 0; n < 2; n++) {
       for (let c = 0; c < 3; c++) {
         const v = each.toArray().slice((n * 3 + c) * 4, (n * 3 + c + 1) * 4);
@@ -151,15 +139,15 @@ describe('group_norm', () => {
 
 describe('norm shape inference', () => {
   it('matches the kernel for each op and mode', () => {
-    // run() compares inferred and produced dtypes and shapes
+    // runOp() compares inferred and produced dtypes and shapes
     const v = (dtype: 'float32' | 'float16', shape: number[]) => Tensor.zeros(dtype, shape);
     const x = Tensor.from('float16', [2, 3, 5], Array.from({ length: 30 }, (_, i) => i % 7));
     for (const training of [false, true]) {
-      const out = run('batch_norm', [x, v('float16', [3]), v('float16', [3]), v('float16', [3]), Tensor.full('float16', [3], 1)], { training });
+      const out = runOp('batch_norm', [x, v('float16', [3]), v('float16', [3]), v('float16', [3]), Tensor.full('float16', [3], 1)], { training });
       expect(out.map((t) => t.shape)).toEqual(training ? [[2, 3, 5], [3], [3]] : [[2, 3, 5]]);
     }
-    expect(run('layer_norm', [x, v('float16', [1, 5])], { axis: -2 })[0]!.shape).toEqual([2, 3, 5]);
-    expect(run('group_norm', [x, v('float16', [3]), v('float16', [3])], { num_groups: 3 })[0]!.shape).toEqual([2, 3, 5]);
+    expect(runOp('layer_norm', [x, v('float16', [1, 5])], { axis: -2 })[0]!.shape).toEqual([2, 3, 5]);
+    expect(runOp('group_norm', [x, v('float16', [3]), v('float16', [3])], { num_groups: 3 })[0]!.shape).toEqual([2, 3, 5]);
   });
 });
 

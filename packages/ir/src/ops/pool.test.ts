@@ -1,22 +1,9 @@
 import fc from 'fast-check';
 import { AttrInput } from '../builder.js';
-import { DiagnosticError, GraphBuilder, KernelContext, Tensor, completeAttrs, getOpDef, inferOp } from '../index.js';
+import { DiagnosticError, GraphBuilder, Tensor } from '../index.js';
+import { f32, iota, runOp, runOp1 } from '../testing/kernels.js';
 
-const ctx: KernelContext = { seed: 0, step: 0, print: () => {} };
-
-/** Runs one op's kernel, checking that its results have the types inference predicts. */
-function run(name: string, inputs: Tensor[], attrs: AttrInput = {}): Tensor[] {
-  const def = getOpDef(name)!;
-  const full = completeAttrs(def, attrs);
-  const types = inferOp(def, inputs, full);
-  const out = def.kernel(inputs, full, ctx);
-  expect(out.map((t) => [t.dtype, [...t.shape]])).toEqual(types.map((t) => [t.dtype, [...t.shape]]));
-  return out;
-}
-
-const f32 = (shape: number[], v: number[]) => Tensor.from('float32', shape, v);
-const iota = (n: number, from = 0) => Array.from({ length: n }, (_, i) => i + from);
-const pool = (name: string, x: Tensor, attrs: AttrInput) => run(name, [x], attrs)[0]!;
+const pool = (name: string, x: Tensor, attrs: AttrInput) => runOp1(name, [x], attrs);
 
 describe('maxpool2d', () => {
   it('takes the maximum of each window', () => {
@@ -107,7 +94,7 @@ describe('avgpool2d', () => {
     // (1 + 2^-11 + 2^-11 + 0) / 4 = 0.25 + 2^-12, a float16 value (spacing 2^-12 in [0.25, 0.5));
     // summing in float16 would lose both 2^-11 terms and give 0.25
     const h = 2 ** -11;
-    const y = run('avgpool2d', [Tensor.from('float16', [1, 1, 2, 2], [1, h, h, 0])], { kernel: [2, 2] })[0]!;
+    const y = runOp('avgpool2d', [Tensor.from('float16', [1, 1, 2, 2], [1, h, h, 0])], { kernel: [2, 2] })[0]!;
     expect(y.dtype).toBe('float16');
     expect(y.toArray()).toEqual([0.25 + 2 ** -12]);
   });
@@ -116,11 +103,11 @@ describe('avgpool2d', () => {
 describe('global_avg_pool', () => {
   it('averages every spatial dimension', () => {
     // planes [1,2,3,4] → 2.5 and [10,20,30,40] → 25
-    const y = run('global_avg_pool', [f32([1, 2, 2, 2], [1, 2, 3, 4, 10, 20, 30, 40])])[0]!;
+    const y = runOp('global_avg_pool', [f32([1, 2, 2, 2], [1, 2, 3, 4, 10, 20, 30, 40])])[0]!;
     expect(y.shape).toEqual([1, 2, 1, 1]);
     expect(y.toArray()).toEqual([2.5, 25]);
     // 1-D spatial: [N=2, C=1, L=3]: [1,2,6] → 3 and [0,0,3] → 1
-    const z = run('global_avg_pool', [f32([2, 1, 3], [1, 2, 6, 0, 0, 3])])[0]!;
+    const z = runOp('global_avg_pool', [f32([2, 1, 3], [1, 2, 6, 0, 0, 3])])[0]!;
     expect(z.shape).toEqual([2, 1, 1]);
     expect(z.toArray()).toEqual([3, 1]);
   });
@@ -197,7 +184,7 @@ describe('pool errors', () => {
 describe('maxpool2d_grad', () => {
   const grad = (x: Tensor, dy: number[], attrs: AttrInput) => {
     const y = pool('maxpool2d', x, attrs);
-    return run('maxpool2d_grad', [x, y, f32(y.shape as number[], dy)], attrs)[0]!;
+    return runOp('maxpool2d_grad', [x, y, f32(y.shape as number[], dy)], attrs)[0]!;
   };
 
   it('sends each window’s gradient to its maximum, adding where windows share it', () => {
@@ -228,7 +215,7 @@ describe('maxpool2d_grad', () => {
 });
 
 describe('avgpool2d_grad', () => {
-  const grad = (dy: Tensor, attrs: AttrInput) => run('avgpool2d_grad', [dy], attrs)[0]!;
+  const grad = (dy: Tensor, attrs: AttrInput) => runOp('avgpool2d_grad', [dy], attrs)[0]!;
 
   it('spreads each window’s share over its elements', () => {
     // 3x3 input, 2x2 windows: shares dy/4 = 1, 2, 3, 4 for windows (0,0), (0,1), (1,0), (1,1);

@@ -1,21 +1,9 @@
 import { AttrInput } from '../builder.js';
-import { DiagnosticError, GraphBuilder, KernelContext, Tensor, completeAttrs, getOpDef, inferOp, roundToHalf } from '../index.js';
+import { DiagnosticError, GraphBuilder, Tensor, roundToHalf } from '../index.js';
+import { f32, runOp, runOp1 } from '../testing/kernels.js';
 
-const ctx: KernelContext = { seed: 0, step: 0, print: () => {} };
-
-/** Runs one op's kernel, checking that its results have the types inference predicts. */
-function run(name: string, inputs: Tensor[], attrs: AttrInput = {}): Tensor[] {
-  const def = getOpDef(name)!;
-  const full = completeAttrs(def, attrs);
-  const types = inferOp(def, inputs, full);
-  const out = def.kernel(inputs, full, ctx);
-  expect(out.map((t) => [t.dtype, [...t.shape]])).toEqual(types.map((t) => [t.dtype, [...t.shape]]));
-  return out;
-}
-
-const f32 = (shape: number[], v: number[]) => Tensor.from('float32', shape, v);
-const softmax = (x: Tensor, attrs: AttrInput = {}) => run('softmax', [x], attrs)[0]!;
-const logSoftmax = (x: Tensor, attrs: AttrInput = {}) => run('log_softmax', [x], attrs)[0]!;
+const softmax = (x: Tensor, attrs: AttrInput = {}) => runOp1('softmax', [x], attrs);
+const logSoftmax = (x: Tensor, attrs: AttrInput = {}) => runOp1('log_softmax', [x], attrs);
 
 function expectClose(actual: number[], expected: number[], digits = 6): void {
   expect(actual.length).toBe(expected.length);
@@ -64,7 +52,7 @@ describe('softmax', () => {
 
   it('rounds to float16 once', () => {
     // 1/3 rounds to 0.333251953125 in float16 (1365 * 2^-12)
-    const y = run('softmax', [Tensor.from('float16', [3], [0, 0, 0])])[0]!;
+    const y = runOp('softmax', [Tensor.from('float16', [3], [0, 0, 0])])[0]!;
     expect(y.dtype).toBe('float16');
     expect(y.toArray()).toEqual([0.333251953125, 0.333251953125, 0.333251953125]);
     expect(roundToHalf(1 / 3)).toBe(0.333251953125);
@@ -99,8 +87,8 @@ describe('log_softmax', () => {
 describe('softmax shape inference', () => {
   it('matches the kernel, including scalars and float16', () => {
     for (const op of ['softmax', 'log_softmax']) {
-      expect(run(op, [f32([2, 5, 3], new Array(30).fill(1))], { axis: 1 })[0]!.shape).toEqual([2, 5, 3]);
-      expect(run(op, [Tensor.scalar('float16', 2)])[0]!.shape).toEqual([]);
+      expect(runOp(op, [f32([2, 5, 3], new Array(30).fill(1))], { axis: 1 })[0]!.shape).toEqual([2, 5, 3]);
+      expect(runOp(op, [Tensor.scalar('float16', 2)])[0]!.shape).toEqual([]);
     }
     // a scalar is a line of one: softmax 1, log_softmax 0
     expect(softmax(Tensor.scalar('float32', 5)).toArray()).toEqual([1]);

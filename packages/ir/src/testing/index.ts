@@ -1,1 +1,2 @@
 export * from './arbitrary.js';
+export * from './kernels.js';
