@@ -1,15 +1,15 @@
 import { Graph, Op, rewriteGraph } from '@tilegraph/ir';
 import { definePass } from './pass.js';
 
-/** Ops that must stay: side effects (prints, losses, assigns) and state reads that name the state. */
+/** Ops that must stay: side effects (prints, losses, assigns), inputs and weights. */
 function rooted(op: Op): boolean {
-  return !!op.def.sideEffects || op.kind === 'input';
+  return !!op.def.sideEffects || op.kind === 'input' || op.kind === 'parameter';
 }
 
 /**
  * Removes ops whose results reach no graph output and no op with side effects (gradients of
- * values nobody needs, unused constants). Inputs are kept so the graph's interface does not
- * change. O(ops + uses).
+ * values nobody needs, unused constants). Inputs and parameters are kept so the graph's
+ * interface does not change: an unused weight is still in the state dict. O(ops + uses).
  */
 export function eliminateDeadCode(g: Graph): Graph {
   const order = g.topologicalOrder() ?? [...g.ops];

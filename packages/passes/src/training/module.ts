@@ -61,9 +61,12 @@ function checkSettings(s: StepSettings): void {
   }
 }
 
-/** The strategy PopTorch picks when none is set: Running for float16 accumulators, else Post. */
+/**
+ * The strategy PopTorch picks when none is set: Running for float16 accumulators, else Post
+ * (also Post for SGD's combined variant, which supports only Post).
+ */
 export function defaultMeanStrategy(opt: OptimizerSpec): MeanReductionStrategy {
-  return opt.accumType === 'float16' ? 'running' : 'post';
+  return opt.accumType === 'float16' && !opt.flags['use_combined_accum'] ? 'running' : 'post';
 }
 
 export interface TrainingModule {
@@ -285,10 +288,14 @@ function replicasSharing(settings: StepSettings, name: string): number {
   return Number.isInteger(g.size) && g.size >= 1 && R % g.size === 0 ? g.size : R;
 }
 
-/** Weights keep their replica grouping; their accumulators and optimizer state follow it. */
+/**
+ * Weights keep their replica grouping; their accumulators and optimizer state (`<weight>.<slot>`)
+ * follow it. A state variable belongs to the longest weight name it extends, so grouping weight
+ * 'w' does not also group a weight named 'w.b'. O(variables × name length).
+ */
 function applyGrouping(variables: Map<string, import('@tilegraph/ir').VariableInfo>, settings: StepSettings, R: number): void {
   const grouping = settings.replicaGrouping;
-  if (!grouping) return;
+  if (!grouping || grouping.size === 0) return;
   for (const [name, s] of grouping) {
     const w = variables.get(name);
     if (!w || w.role !== 'weight') throw new DiagnosticError(error(`replicaGrouping: the model has no parameter named '${name}'`));
@@ -297,11 +304,21 @@ function applyGrouping(variables: Map<string, import('@tilegraph/ir').VariableIn
         throw new DiagnosticError(error(`replicaGrouping of '${name}': group size ${s.group.size} does not divide the replication factor ${R}`));
       }
     }
-    for (const v of variables.values()) {
-      if (v.name === name || v.name.startsWith(`${name}.`)) {
-        v.group = s.group;
-        v.retrieval = s.retrieval;
-      }
+  }
+  const owner = (v: import('@tilegraph/ir').VariableInfo): string | undefined => {
+    if (v.role === 'weight') return v.name;
+    for (let i = v.name.lastIndexOf('.'); i > 0; i = v.name.lastIndexOf('.', i - 1)) {
+      const base = v.name.slice(0, i);
+      if (variables.get(base)?.role === 'weight') return base;
+    }
+    return undefined;
+  };
+  for (const v of variables.values()) {
+    const base = owner(v);
+    const s = base === undefined ? undefined : grouping.get(base);
+    if (s) {
+      v.group = s.group;
+      v.retrieval = s.retrieval;
     }
   }
 }

@@ -46,7 +46,8 @@ export const OPTIMIZER_SCHEMAS: Readonly<Record<OptimizerType, Schema>> = {
     flags: { centered: false, use_tf_variant: false },
   },
   LAMB: {
-    hyper: { lr: 0.001, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, max_weight_norm: Infinity, ...COMMON_HYPER },
+    // PopTorch caps phi at the float16 maximum unless told otherwise (Infinity turns the cap off)
+    hyper: { lr: 0.001, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, max_weight_norm: 65500, ...COMMON_HYPER },
     flags: { bias_correction: true },
   },
 };
@@ -57,9 +58,9 @@ export interface OptimizerArgs {
 
 /**
  * Builds an optimizer spec from torch-style keyword arguments: `betas: [b1, b2]` is accepted;
- * `accum_type`, `first_order_momentum_accum_type`, `second_order_momentum_accum_type` take
- * 'float32' or 'float16'; `constant: ['lr']` marks hyperparameters constant. Unknown or invalid
- * arguments are errors.
+ * `accum_type`, `first_order_momentum_accum_type` (SGD: also `velocity_accum_type`),
+ * `second_order_momentum_accum_type` take 'float32' or 'float16' (default float32 each);
+ * `constant: ['lr']` marks hyperparameters constant. Unknown or invalid arguments are errors.
  */
 export function makeOptimizer(type: OptimizerType, args: OptimizerArgs = {}): OptimizerSpec {
   const schema = OPTIMIZER_SCHEMAS[type];
@@ -82,7 +83,7 @@ export function makeOptimizer(type: OptimizerType, args: OptimizerArgs = {}): Op
       hyper['beta1'] = Number(v[0]);
       hyper['beta2'] = Number(v[1]);
     } else if (k === 'accum_type') accumType = floatType(k, v);
-    else if (k === 'first_order_momentum_accum_type') first = floatType(k, v);
+    else if (k === 'first_order_momentum_accum_type' || (k === 'velocity_accum_type' && type === 'SGD')) first = floatType(k, v);
     else if (k === 'second_order_momentum_accum_type') second = floatType(k, v);
     else if (k === 'constant') {
       if (!Array.isArray(v)) throw bad('constant must be a list of hyperparameter names');
@@ -94,7 +95,7 @@ export function makeOptimizer(type: OptimizerType, args: OptimizerArgs = {}): Op
       if (typeof v !== 'boolean') throw bad(`${k} must be true or false`);
       flags[k] = v;
     } else {
-      const known = [...Object.keys(schema.hyper), ...Object.keys(schema.flags), 'betas', 'accum_type', 'first_order_momentum_accum_type', 'second_order_momentum_accum_type', 'constant'];
+      const known = [...Object.keys(schema.hyper), ...Object.keys(schema.flags), 'betas', 'accum_type', 'first_order_momentum_accum_type', 'second_order_momentum_accum_type', ...(type === 'SGD' ? ['velocity_accum_type'] : []), 'constant'];
       throw bad(`unknown argument '${k}' (arguments: ${known.join(', ')})`);
     }
   }
@@ -105,7 +106,8 @@ export function makeOptimizer(type: OptimizerType, args: OptimizerArgs = {}): Op
     hyper,
     flags,
     accumType,
-    firstOrderMomentumAccumType: first ?? accumType,
+    // PopTorch: the momenta are float32 unless set, independently of accum_type
+    firstOrderMomentumAccumType: first ?? 'float32',
     secondOrderMomentumAccumType: second ?? 'float32',
     constant,
   };
@@ -113,6 +115,8 @@ export function makeOptimizer(type: OptimizerType, args: OptimizerArgs = {}): Op
 
 export function validateHyper(type: OptimizerType, h: Readonly<Record<string, number>>, flags: Readonly<Record<string, boolean>>): void {
   const bad = (m: string) => new DiagnosticError(error(`${type}: ${m}`));
+  // setOptimizer values arrive here unchecked: a NaN or a string would reach the device silently
+  for (const [k, v] of Object.entries(h)) if (typeof v !== 'number' || Number.isNaN(v)) throw bad(`${k} must be a number, got ${typeof v === 'string' ? JSON.stringify(v) : String(v)}`);
   if (!(h['lr']! >= 0)) throw bad(`lr must be >= 0, got ${h['lr']}`);
   if ('momentum' in h && !(h['momentum']! >= 0)) throw bad(`momentum must be >= 0, got ${h['momentum']}`);
   if ('weight_decay' in h && !(h['weight_decay']! >= 0)) throw bad(`weight_decay must be >= 0, got ${h['weight_decay']}`);
@@ -122,6 +126,8 @@ export function validateHyper(type: OptimizerType, h: Readonly<Record<string, nu
   if ('eps' in h && !(h['eps']! >= 0)) throw bad(`eps must be >= 0, got ${h['eps']}`);
   if (!(h['loss_scaling']! > 0)) throw bad(`loss_scaling must be > 0, got ${h['loss_scaling']}`);
   if (!(h['max_grad_norm']! > 0)) throw bad(`max_grad_norm must be > 0, got ${h['max_grad_norm']}`);
+  // phi = min(‖w‖, max_weight_norm): a negative cap would turn the step uphill
+  if ('max_weight_norm' in h && !(h['max_weight_norm']! > 0)) throw bad(`max_weight_norm must be > 0, got ${h['max_weight_norm']}`);
   if (type === 'SGD' && flags['nesterov'] && (!(h['momentum']! > 0) || h['dampening'] !== 0)) {
     throw bad('nesterov momentum requires momentum > 0 and dampening = 0 (as torch.optim.SGD)');
   }

@@ -44,12 +44,12 @@ class Emitter {
   hasTerm = (name: string) => !this.spec.constant.includes(name) || this.spec.hyper[name] !== 0;
   cast = (x: Value, to: DType) => (x.type.dtype === to ? x : this.b.op('cast', [x], { to }));
 
-  /** Reads optimizer state `<weight>.<slot>` (zeros initially), as float32 for the arithmetic. */
-  state(w: WeightUpdate, slot: string, dtype: DType): Value {
+  /** Reads optimizer state `<weight>.<slot>` (zeros initially, or ones), as float32 for the arithmetic. */
+  state(w: WeightUpdate, slot: string, dtype: DType, start: 'zeros' | 'ones' = 'zeros'): Value {
     const v = this.b.op(
       'variable',
       [],
-      { name: `${w.name}.${slot}`, dtype, shape: [...w.weight.type.shape], init: { kind: 'init', fn: 'zeros', args: {} }, role: 'optimizer_state' },
+      { name: `${w.name}.${slot}`, dtype, shape: [...w.weight.type.shape], init: { kind: 'init', fn: start, args: {} }, role: 'optimizer_state' },
       { names: [`${w.name}.${slot}`] },
     );
     return this.cast(v, 'float32');
@@ -138,7 +138,8 @@ export function emitOptimizerStep(b: GraphBuilder, spec: OptimizerSpec, weights:
       }
       case 'RMSprop': {
         const g = e.hasTerm('weight_decay') ? e.add(g0, e.mul(e.hp('weight_decay'), wt)) : g0;
-        const v = e.ema(e.hp('alpha'), e.state(w, 'square_avg', m2), e.square(g));
+        // PopTorch's TensorFlow variant starts the squared-gradient average at ones
+        const v = e.ema(e.hp('alpha'), e.state(w, 'square_avg', m2, flags['use_tf_variant'] ? 'ones' : 'zeros'), e.square(g));
         e.store(`${w.name}.square_avg`, v, m2);
         let avg: Value;
         if (flags['use_tf_variant']) {

@@ -77,7 +77,12 @@ export function runGraph(g: Graph, feeds: Readonly<Record<string, Tensor>>, opts
       }
       results = [t];
     } else if (op.kind === 'parameter' || op.kind === 'variable') {
-      const given = lookup(opts.parameters, op.attrs['name'] as string);
+      const name = op.attrs['name'] as string;
+      const given = lookup(opts.parameters, name);
+      const want = op.result.type;
+      if (given && (given.dtype !== want.dtype || !shapesEqual(given.shape, want.shape))) {
+        throw new DiagnosticError(error(`${op.kind} '${name}' is ${want.dtype}${formatShape(want.shape)} but was given ${given.dtype}${formatShape(given.shape)}`, op.loc));
+      }
       results = [given ?? initialParameterValue(op.attrs)];
     } else {
       const args = op.operands.map((v) => {

@@ -141,12 +141,14 @@ export abstract class PoplarExecutor {
     if (this.module) return;
     asDiagnostic(() => this.options.validateFor(this.kind));
     const step = this.stepSettings();
-    this.module = this.buildModule(step);
+    const module = this.buildModule(step);
     const seed = this.options.random_seed;
-    this.backend = (this.settings.backend ?? referenceBackend)(this.module, {
+    // set only once the backend exists, so a failed start is retried rather than half-compiled
+    this.backend = (this.settings.backend ?? referenceBackend)(module, {
       ...(seed !== undefined ? { seed } : {}),
       ...(this.settings.print ? { print: this.settings.print } : {}),
     });
+    this.module = module;
     for (const [name, t] of this.host) this.writeToDevice(name, t);
     this.hostDirty = false;
     this.compiledWith = compiledOptions(this.options);
@@ -309,13 +311,17 @@ export abstract class PoplarExecutor {
   loadStateDict(dict: Readonly<Record<string, Tensor>>, strict = true): void {
     this.compile();
     const weights = [...this.module!.variables.values()].filter((v) => v.role === 'weight').map((v) => v.name);
-    const unknown = Object.keys(dict).filter((k) => !weights.includes(k));
+    const known = new Set(weights);
+    const unknown = Object.keys(dict).filter((k) => !known.has(k));
     const missing = weights.filter((w) => !(w in dict));
     if (unknown.length || (strict && missing.length)) {
       const notes = [...(unknown.length ? [`unexpected: ${unknown.join(', ')}`] : []), ...(strict && missing.length ? [`missing: ${missing.join(', ')}`] : [])];
       throw new DiagnosticError(error('loadStateDict: the names do not match the model’s weights', undefined, notes));
     }
-    for (const [k, t] of Object.entries(dict)) {
+    for (const [k, given] of Object.entries(dict)) {
+      // a copy, as torch's load_state_dict copies: later changes to the caller's tensor stay out
+      if (!(given instanceof Tensor)) throw new DiagnosticError(error(`loadStateDict: '${k}' is not a Tensor`));
+      const t = given.clone();
       this.writeToDevice(k, t); // validates shapes now rather than at the next run
       this.host.set(k, t);
     }
