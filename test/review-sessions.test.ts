@@ -85,3 +85,36 @@ describe('replica grouping applies to the named weight only', () => {
     expect(m.compiledModule().variables.get('w.b.accum')!.group).toBeUndefined();
   });
 });
+
+describe('label checks', () => {
+  it('an out-of-range class label is a diagnostic naming the input and position', async () => {
+    const { GraphBuilder, Tensor } = await import('@tilegraph/ir');
+    const { Options } = await import('@tilegraph/frontend');
+    const { makeOptimizer } = await import('@tilegraph/passes');
+    const { trainingModel } = await import('@tilegraph/runtime');
+    const b = new GraphBuilder('m');
+    const x = b.input('x', 'float32', [2, 3]);
+    const y = b.input('y', 'int32', [2]);
+    const w = b.parameter('w', 'float32', [3, 3], Tensor.full('float32', [3, 3], 0.1));
+    b.output('loss', b.op('identity_loss', [b.op('cross_entropy', [b.op('matmul', [x, w]), y], { ignore_index: -100 })]));
+    const m = trainingModel(b.graph, new Options(), makeOptimizer('SGD', { lr: 0.1 }));
+    const xs = Tensor.full('float32', [2, 3], 1);
+    expect(() => m.run({ x: xs, y: Tensor.from('int32', [2], [0, 7]) })).toThrow("input 'y': label 7 at position 1 is not a class index in [0, 3) nor the ignore_index -100");
+    expect(() => m.run({ x: xs, y: Tensor.from('int32', [2], [2, -100]) })).not.toThrow();
+  });
+  it('compile warns about options that have no effect', async () => {
+    const { GraphBuilder, Tensor } = await import('@tilegraph/ir');
+    const { Options } = await import('@tilegraph/frontend');
+    const { makeOptimizer } = await import('@tilegraph/passes');
+    const { trainingModel } = await import('@tilegraph/runtime');
+    const b = new GraphBuilder('m');
+    const x = b.input('x', 'float32', [2]);
+    const w = b.parameter('w', 'float32', [2], Tensor.full('float32', [2], 1));
+    b.output('loss', b.op('identity_loss', [b.op('mul', [x, w])], { reduction: 'sum' }));
+    const o = new Options();
+    o.Training.setAutomaticLossScaling(true);
+    const m = trainingModel(b.graph, o, makeOptimizer('SGD', { lr: 0.1 }));
+    m.compile();
+    expect(m.warnings.map((w) => w.message)).toContain("Training.setAutomaticLossScaling: automatic loss scaling is not implemented; the loss scale stays at the optimizer's loss_scaling");
+  });
+});

@@ -6,7 +6,7 @@ import { Options } from '@tilegraph/frontend';
 import { Graph, Rng, Tensor, isFloat } from '@tilegraph/ir';
 import { OptimizerType, formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { trainingModel } from '@tilegraph/runtime';
-import { UsageError } from '../diagnostics.js';
+import { UsageError, stderrReporter } from '../diagnostics.js';
 import { loadModel } from '../load.js';
 import { loadOptionsFile } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
@@ -159,6 +159,7 @@ export function registerTrain(program: Command): void {
     process.stdout.write(`training ${g.name} (${g.parameters().length} parameters) with ${opt.type} on the reference backend: ${o.steps} steps of ${perRun} samples\n`);
     const t0 = performance.now();
     trainer.compile();
+    stderrReporter().report(trainer.warnings);
     if (timePasses) process.stderr.write(formatTimings(trainer.passTimings) + '\n');
     const bar = o.progress && process.stderr.isTTY ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} steps | loss {loss}', hideCursor: true }, cliProgress.Presets.shades_classic) : undefined;
     bar?.start(o.steps, 0, { loss: '-' });

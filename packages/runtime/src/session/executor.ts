@@ -6,9 +6,11 @@ import {
   Tensor,
   VariableInfo,
   VariableRetrievalMode as IrRetrieval,
+  Diagnostic,
   allocData,
   cloneGraph,
   error,
+  warning,
   formatShape,
   groupOfReplica,
   replicaGroups,
@@ -91,6 +93,10 @@ export abstract class PoplarExecutor {
   /** The host copy changed since the last copy to the device. */
   private hostDirty = false;
   private anchors = new Map<string, Tensor>();
+  /** Warnings from compiling (options that have no effect, ...); tools print them. */
+  warnings: Diagnostic[] = [];
+  /** Class-index inputs of losses, checked on the host before each run: name → (classes, ignore_index). */
+  private labelChecks: { input: string; classes: number; ignore?: number }[] | undefined;
   /** The options that shape the compiled step, as they were at compilation. */
   private compiledWith: Record<string, unknown> | undefined;
   protected runs = 0;
@@ -139,7 +145,15 @@ export abstract class PoplarExecutor {
   /** Builds the step and loads it on the backend. Later calls do nothing. */
   compile(): void {
     if (this.module) return;
-    asDiagnostic(() => this.options.validateFor(this.kind));
+    const problems = asDiagnostic(() => this.options.validateFor(this.kind));
+    this.warnings = problems.map((p) => warning(`${p.option}: ${p.message}`));
+    if (this.kind === 'training' && this.options.Training.automatic_loss_scaling) {
+      this.warnings.push(
+        warning('Training.setAutomaticLossScaling: automatic loss scaling is not implemented; the loss scale stays at the optimizer\'s loss_scaling', undefined, [
+          'set loss_scaling on the optimizer instead',
+        ]),
+      );
+    }
     const step = this.stepSettings();
     const module = this.buildModule(step);
     const seed = this.options.random_seed;
@@ -208,6 +222,7 @@ export abstract class PoplarExecutor {
     if (given.size) {
       throw new DiagnosticError(error(`the model has no input named ${[...given].map((x) => `'${x}'`).join(', ')} (inputs: ${this.inputTypes().map((i) => i.name).join(', ')})`));
     }
+    this.checkLabels(inputs);
     const produced = this.backend!.run(streams);
     this.runs++;
     const mode = this.options.output_mode === OutputMode.Default ? (this.kind === 'training' ? OutputMode.Final : OutputMode.All) : this.options.output_mode;
@@ -225,6 +240,37 @@ export abstract class PoplarExecutor {
       if (values) this.anchors.set(name, selectOutputs(values, sel(a.output_mode ?? mode, a.output_return_period), l));
     }
     return out;
+  }
+
+  /**
+   * Class indices fed to nll_loss / cross_entropy must name a class (or be the ignore_index): the
+   * compiled loss selects by equality and would silently skip a bad label, so labels that come
+   * straight from an input are checked here, on the host, with the position of the first bad one.
+   */
+  private checkLabels(inputs: Readonly<Record<string, Tensor>>): void {
+    if (!this.labelChecks) {
+      this.labelChecks = [];
+      for (const op of this.model.ops) {
+        if (op.kind !== 'nll_loss' && op.kind !== 'cross_entropy') continue;
+        const target = op.operands[1]!.producer;
+        if (target.kind !== 'input') continue;
+        const shape = op.operands[0]!.type.shape;
+        const ignore = op.attrs['ignore_index'] as number | undefined;
+        this.labelChecks.push({ input: target.attrs['name'] as string, classes: shape.length === 1 ? shape[0]! : shape[1]!, ...(ignore !== undefined ? { ignore } : {}) });
+      }
+    }
+    for (const c of this.labelChecks) {
+      const t = inputs[c.input];
+      if (!t) continue;
+      for (let i = 0; i < t.size; i++) {
+        const v = t.data[i]!;
+        if ((v < 0 || v >= c.classes) && v !== c.ignore) {
+          throw new DiagnosticError(
+            error(`input '${c.input}': label ${v} at position ${i} is not a class index in [0, ${c.classes})${c.ignore !== undefined ? ` nor the ignore_index ${c.ignore}` : ''}`),
+          );
+        }
+      }
+    }
   }
 
   /** The value of a tensor anchored with Options.anchorTensor, from the last run. */
