@@ -80,11 +80,12 @@ function measureOnce(n: number): Row {
   return { ops: g.numOps, ms: { build, verify, print, parse }, textBytes: text.length, peakHeap, peakRss: process.resourceUsage().maxRSS * 1024 };
 }
 
-/** The fastest of a few runs per phase (small sizes are noisy on a shared machine). */
+/** The median of a few runs per phase, the same statistic at every size (a shared machine is noisy). */
 function measure(n: number, runs: number): Row {
   const rows = Array.from({ length: runs }, () => measureOnce(n));
   const best = { ...rows[0]! };
-  best.ms = Object.fromEntries(PHASES.map((p) => [p, Math.min(...rows.map((r) => r.ms[p]))])) as Record<Phase, number>;
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  best.ms = Object.fromEntries(PHASES.map((p) => [p, median(rows.map((r) => r.ms[p]))])) as Record<Phase, number>;
   best.peakHeap = Math.max(...rows.map((r) => r.peakHeap));
   best.peakRss = Math.max(...rows.map((r) => r.peakRss));
   return best;
@@ -96,7 +97,7 @@ const fmt = (ms: number) => (ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) 
 export async function benchIr(): Promise<void> {
   measureOnce(SIZES[0]!); // warm up the JIT
   const rows: Row[] = [];
-  for (const n of SIZES) rows.push(measure(n, n <= 1_000 ? 5 : n <= 10_000 ? 3 : 1));
+  for (const n of SIZES) rows.push(measure(n, n <= 1_000 ? 5 : 3));
 
   const head = ['ops', ...PHASES.map((p) => `${p} ms`), 'text MB', 'heap MB', 'peak RSS MB'];
   const widths = head.map((h) => Math.max(h.length, 9));
