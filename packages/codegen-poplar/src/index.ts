@@ -1,1 +1,7 @@
-export {};
+export { generatePoplar } from './generate.js';
+export type { BuildPlan, GeneratedSources } from './generate.js';
+export type { GenerateOptions, PartialsType } from './context.js';
+export { DECOMPOSED_OPS, LOWERED_OPS } from './lower/index.js';
+export { GC200, linearMapping } from './memory.js';
+export type { MemoryReport } from './memory.js';
+export { cppComment, cppIdentifier, cppStringLiteral, safeFileName, shortHash, IdentifierTable } from './sanitize.js';

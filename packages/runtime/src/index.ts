@@ -4,3 +4,4 @@ export { ModuleInterpreter } from './reference/module.js';
 export type { ModuleRunOptions } from './reference/module.js';
 export * from './session/index.js';
 export * from './data/dataloader.js';
+export * from './compiled/index.js';

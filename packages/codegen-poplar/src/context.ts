@@ -1,0 +1,314 @@
+import { DType, Graph, Module, Op, Tensor, Value, formatLocation, numElements } from '@tilegraph/ir';
+import { CodeletSet } from './codelets.js';
+import { MemoryModel } from './memory.js';
+import { IdentifierTable, cppComment, cppStringLiteral } from './sanitize.js';
+import { deviceType, elementLiteral, linearMappingParams } from './types.js';
+
+export type PartialsType = 'float' | 'half';
+
+export interface GenerateOptions {
+  /** poplin's availableMemoryProportion for matmuls and convolutions (default 0.6). */
+  availableMemoryProportion?: number;
+  /** Per-IPU proportions (Options.setAvailableMemoryProportion({IPU0: ...})). */
+  availableMemoryProportionPerIpu?: Readonly<Record<number, number>>;
+  /** Type of matmul/convolution partial sums (default float). */
+  partialsType?: PartialsType | 'float32' | 'float16';
+  /** Target geometry for the memory estimate (default: GC200). */
+  tilesPerIpu?: number;
+  bytesPerTile?: number;
+  /** Source-location excludes for diagnostics (PopTorch's sourceLocationExcludes). */
+  sourceLocationExcludes?: readonly string[];
+  /** Largest number of element-wise ops fused into one vertex (default 32). */
+  maxFusedOps?: number;
+}
+
+/** A value's tensor in the generated host program. */
+export interface ValueRef {
+  /** The C++ expression (a local variable) naming the tensor, once it exists. */
+  expr?: string;
+  /** Emits the tensor when it is first needed (constants). */
+  materialize?: () => string;
+  /** IPU whose virtual graph holds the tensor. */
+  ipu: number;
+  /** State variables this tensor is a view of (for the end-of-graph assignments). */
+  roots: ReadonlySet<string>;
+  /** The value, when it is a constant. */
+  constant?: Tensor;
+}
+
+export interface StateInfo {
+  readonly name: string;
+  readonly index: number;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly role: string;
+  readonly ipu: number;
+}
+
+export interface StreamInfo {
+  readonly name: string;
+  readonly index: number;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly ipu: number;
+}
+
+export interface OutputInfo {
+  readonly name: string;
+  readonly index: number;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly kind: 'output' | 'print';
+  /** For prints: graph and position of the print op among the graph's prints. */
+  readonly graph?: string;
+  readonly title?: string;
+}
+
+/** Module-wide state of one generation: streams, state, codelets, memory. */
+export class ModuleContext {
+  readonly codelets = new CodeletSet();
+  readonly memory: MemoryModel;
+  /** File-scope identifiers (graph functions, constant arrays). */
+  readonly ids = new IdentifierTable(['d', 'g', 'prog', 'main']);
+  readonly state: StateInfo[] = [];
+  readonly inputs: StreamInfo[] = [];
+  readonly outputs: OutputInfo[] = [];
+  /** File-scope declarations (constant arrays). */
+  readonly fileScope: string[] = [];
+  usesRandom = false;
+  readonly headerFeatures = new Set<string>();
+
+  constructor(
+    readonly module: Module,
+    readonly opts: GenerateOptions,
+    readonly ipus: number,
+  ) {
+    this.memory = new MemoryModel(ipus, opts.tilesPerIpu, opts.bytesPerTile, opts.sourceLocationExcludes ?? []);
+  }
+
+  stateIndex(name: string): StateInfo {
+    const s = this.state.find((x) => x.name === name);
+    if (!s) throw new Error(`internal: unknown state ${name}`);
+    return s;
+  }
+
+  location(op: Op): string {
+    return formatLocation(op.loc, this.opts.sourceLocationExcludes ?? []);
+  }
+
+  availableMemoryProportion(ipu: number): number {
+    return this.opts.availableMemoryProportionPerIpu?.[ipu] ?? this.opts.availableMemoryProportion ?? 0.6;
+  }
+
+  partialsType(): PartialsType {
+    const p = this.opts.partialsType ?? 'float';
+    return p === 'float16' || p === 'half' ? 'half' : 'float';
+  }
+}
+
+/** A shape as a C++ initializer list: {4, 8}. */
+export function shapeLiteral(shape: readonly number[]): string {
+  return `{${shape.join(', ')}}`;
+}
+
+/** The ops whose result is their operand (no code). */
+export const ALIAS_OPS = new Set(['identity', 'nop', 'recomputation_checkpoint', 'set_available_memory']);
+
+/**
+ * Emits the function that builds one graph of the module: its tensors, compute sets and the
+ * program sequence `prog` that runs it.
+ */
+export class GraphEmitter {
+  readonly lines: string[] = [];
+  private readonly refs = new Map<Value, ValueRef>();
+  private readonly copies = new Map<string, string>();
+  private readonly aliasOf = new Map<Value, Value>();
+  private tmp = 0;
+  private cs = 0;
+  /** The op being lowered (blamed for allocations). */
+  current: Op | undefined;
+  /** assign ops, applied when the graph finishes. */
+  readonly assigns: Op[] = [];
+  /** Per-graph memo for lowerings (e.g. seed copies on other IPUs). */
+  readonly cache = new Map<string, unknown>();
+  /** Print ops of this graph in order, with their output stream index. */
+  readonly prints: { op: Op; stream: number }[] = [];
+
+  constructor(
+    readonly mc: ModuleContext,
+    readonly graph: Graph,
+  ) {}
+
+  emit(line: string): void {
+    this.lines.push(`  ${line}`);
+  }
+
+  comment(text: string): void {
+    this.emit(`// ${cppComment(text)}`);
+  }
+
+  /** `d.ipu[k]`: the virtual graph of IPU k. */
+  g(ipu: number): string {
+    return `d.ipu[${ipu}]`;
+  }
+
+  ipuOf(op: Op): number {
+    return op.annotations.ipu ?? 0;
+  }
+
+  /** A fresh local name. */
+  local(prefix = 'u'): string {
+    return `${prefix}${this.tmp++}`;
+  }
+
+  /** The value `v` stands for once alias ops are looked through. */
+  resolve(v: Value): Value {
+    let x = v;
+    for (let a = this.aliasOf.get(x); a; a = this.aliasOf.get(x)) x = a;
+    return x;
+  }
+
+  alias(result: Value, operand: Value): void {
+    this.aliasOf.set(result, this.resolve(operand));
+  }
+
+  hasRef(v: Value): boolean {
+    return this.refs.has(this.resolve(v));
+  }
+
+  ref(v: Value): ValueRef {
+    const r = this.refs.get(this.resolve(v));
+    if (!r) throw new Error(`internal: value %${v.id} (${v.producer.kind}) has no tensor`);
+    return r;
+  }
+
+  setRef(v: Value, r: ValueRef): void {
+    this.refs.set(v, r);
+  }
+
+  /** Declares `poplar::Tensor tN = expr;` for a result and records it. */
+  define(v: Value, expr: string, ipu: number, roots: ReadonlySet<string> = new Set()): string {
+    const name = `t${v.id}`;
+    this.emit(`poplar::Tensor ${name} = ${expr};`);
+    this.refs.set(v, { expr: name, ipu, roots });
+    return name;
+  }
+
+  /** A debug-name string literal for a value or op. */
+  debugName(what: string): string {
+    return cppStringLiteral(what, 64);
+  }
+
+  valueLabel(v: Value): string {
+    return v.name ? `${v.producer.kind}:${v.name}` : `${v.producer.kind}%${v.id}`;
+  }
+
+  /**
+   * The tensor of `v` on IPU `ipu`: the value's own tensor, or a copy on that IPU (an inter-IPU
+   * copy, made once per value and IPU).
+   */
+  tensor(v: Value, ipu: number): string {
+    const r = this.ref(v);
+    if (r.expr === undefined) {
+      // constants are made where they are first needed
+      r.ipu = ipu;
+      r.expr = r.materialize!();
+    }
+    if (r.ipu === ipu) return r.expr;
+    const key = `${this.resolve(v).id}@${ipu}`;
+    const known = this.copies.get(key);
+    if (known) return known;
+    const name = this.newTensor(v.type.dtype, v.type.shape, ipu, `${this.valueLabel(v)}@ipu${ipu}`);
+    this.emit(`prog.add(poplar::program::Copy(${r.expr}, ${name}));`);
+    this.copies.set(key, name);
+    return name;
+  }
+
+  /** Operand `i` of `op` on the op's IPU. */
+  operand(op: Op, i: number): string {
+    return this.tensor(op.operands[i]!, this.ipuOf(op));
+  }
+
+  /** A new tensor spread linearly over the tiles of an IPU; counts its memory. */
+  newTensor(dtype: DType, shape: readonly number[], ipu: number, label: string, name = this.local()): string {
+    const dt = deviceType(dtype);
+    const { grain, minElements } = linearMappingParams(dtype);
+    this.mc.memory.addLinear(ipu, numElements(shape), dt.bytes, grain, minElements, this.current, label);
+    this.emit(`poplar::Tensor ${name} = newTensor(${this.g(ipu)}, ${dt.poplar}, ${shapeLiteral(shape)}, ${grain}, ${minElements}, ${this.debugName(label)});`);
+    return name;
+  }
+
+  /** A new tensor for result `v` of the current op. */
+  newResult(v: Value, ipu: number): string {
+    const name = this.newTensor(v.type.dtype, v.type.shape, ipu, this.valueLabel(v), `t${v.id}`);
+    this.refs.set(v, { expr: name, ipu, roots: new Set() });
+    return name;
+  }
+
+  /**
+   * A result tensor without a tile mapping: the lowering maps it region by region like the
+   * vertex's first output (so a vertex's outputs of different dtypes share tiles).
+   */
+  newUnmappedResult(v: Value, ipu: number): string {
+    const dt = deviceType(v.type.dtype);
+    const { grain, minElements } = linearMappingParams(v.type.dtype);
+    const label = this.valueLabel(v);
+    this.mc.memory.addLinear(ipu, numElements(v.type.shape), dt.bytes, grain, minElements, this.current, label);
+    const name = `t${v.id}`;
+    this.emit(`poplar::Tensor ${name} = ${this.g(ipu)}.addVariable(${dt.poplar}, ${shapeLiteral(v.type.shape)}, ${this.debugName(label)});`);
+    this.refs.set(v, { expr: name, ipu, roots: new Set() });
+    return name;
+  }
+
+  /** Records the memory of a result that a PopLibs call creates (spread over the IPU). */
+  countResult(dtype: DType, shape: readonly number[], ipu: number, label: string): void {
+    const dt = deviceType(dtype);
+    const { grain, minElements } = linearMappingParams(dtype);
+    this.mc.memory.addLinear(ipu, numElements(shape), dt.bytes, grain, minElements, this.current, label);
+  }
+
+  /** A scalar constant tensor on one tile. */
+  scalarConstant(dtype: DType, value: number, ipu: number): string {
+    const dt = deviceType(dtype);
+    const name = this.local('c');
+    this.mc.memory.addTile(ipu, 0, dt.bytes, this.current, 'a constant');
+    this.emit(`poplar::Tensor ${name} = ${this.g(ipu)}.addConstant<${dt.host}>(${dt.poplar}, {1}, ${hostLiteral(dtype, value)}, "const");`);
+    this.emit(`${this.g(ipu)}.setTileMapping(${name}, 0);`);
+    return name;
+  }
+
+  /** A constant tensor with the given values, spread over the tiles. */
+  constantTensor(t: Tensor, ipu: number, label: string): string {
+    const dt = deviceType(t.dtype);
+    const n = t.size;
+    if (n <= 1) {
+      const c = this.scalarConstant(t.dtype, n === 1 ? t.data[0]! : 0, ipu);
+      const name = this.local('c');
+      this.emit(`poplar::Tensor ${name} = ${c}.reshape(${shapeLiteral(t.shape)});`);
+      return name;
+    }
+    const arr = this.mc.ids.get(`kConst_${label}`, 'k');
+    const values = Array.from(t.data, (x) => hostLiteral(t.dtype, x));
+    const rows: string[] = [];
+    for (let i = 0; i < values.length; i += 8) rows.push(`    ${values.slice(i, i + 8).join(', ')},`);
+    this.mc.fileScope.push(`const ${dt.host} ${arr}[${n}] = {\n${rows.join('\n')}\n};`);
+    const { grain, minElements } = linearMappingParams(t.dtype);
+    this.mc.memory.addLinear(ipu, n, dt.bytes, grain, minElements, this.current, label);
+    const name = this.local('c');
+    this.emit(`poplar::Tensor ${name} = ${this.g(ipu)}.addConstant<${dt.host}>(${dt.poplar}, ${shapeLiteral(t.shape)}, poplar::ArrayRef<${dt.host}>(${arr}, ${n}), ${this.debugName(label)});`);
+    this.emit(`poputil::mapTensorLinearly(${this.g(ipu)}, ${name}, ${minElements}, ${grain});`);
+    return name;
+  }
+
+  /** A new compute set; returns its local name. */
+  computeSet(label: string): string {
+    const name = `cs${this.cs++}`;
+    this.emit(`poplar::ComputeSet ${name} = d.graph.addComputeSet(${this.debugName(label)});`);
+    return name;
+  }
+}
+
+/** A literal for a host-side constant value of dtype `t` (half constants are given as float). */
+export function hostLiteral(t: DType, v: number): string {
+  return elementLiteral(t, v);
+}

@@ -1,0 +1,45 @@
+import { ALL_OPS, DiagnosticError, GraphBuilder, Module, execute, fileLoc, repeat, seq, streamIn } from '@tilegraph/ir';
+import { generatePoplar } from './generate.js';
+import { DECOMPOSED_OPS, FAMILY_LOWERINGS, LOWERED_OPS } from './lower/index.js';
+
+describe('op coverage', () => {
+  test('every op has a Poplar lowering or is rewritten by the decompose pass', () => {
+    const missing = ALL_OPS.map((o) => o.name).filter((n) => !LOWERED_OPS.has(n) && !DECOMPOSED_OPS.includes(n));
+    expect(missing).toEqual([]);
+  });
+
+  test("each lowering sits in its family's file (lower/<family>.ts)", () => {
+    const misplaced = ALL_OPS.filter((o) => !DECOMPOSED_OPS.includes(o.name) && !(FAMILY_LOWERINGS[o.family] ?? []).includes(o.name)).map((o) => `${o.family}:${o.name}`);
+    expect(misplaced).toEqual([]);
+  });
+
+  test('lowerings and decompositions do not overlap, and name real ops', () => {
+    const names = new Set(ALL_OPS.map((o) => o.name));
+    for (const n of DECOMPOSED_OPS) {
+      expect(LOWERED_OPS.has(n)).toBe(false);
+      expect(names.has(n)).toBe(true);
+    }
+    for (const n of LOWERED_OPS) expect(names.has(n)).toBe(true);
+  });
+
+  test('a composite op reaching the generator asks for the decompose pass, with its location', () => {
+    const b = new GraphBuilder('g');
+    const x = b.input('x', 'float32', [2, 3]);
+    b.loc = fileLoc('model.tg', 7, 3);
+    const y = b.op('softmax', [x]);
+    b.loc = fileLoc('model.tg', 8, 3);
+    b.output('y', b.op('layer_norm', [y]));
+    const m: Module = { name: 'm', graphs: new Map([['g', b.graph]]), program: repeat(1, seq(streamIn(['x']), execute('g'))), replicationFactor: 1, variables: new Map() };
+    let err: unknown;
+    try {
+      generatePoplar(m);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(DiagnosticError);
+    const text = (err as Error).message;
+    // both problems at once, each at its line
+    expect(text).toContain('model.tg:7:3: error: no Poplar lowering for softmax: run the decompose pass');
+    expect(text).toContain('model.tg:8:3: error: no Poplar lowering for layer_norm: run the decompose pass');
+  });
+});

@@ -1,0 +1,428 @@
+import {
+  CommGroup,
+  DType,
+  Diagnostic,
+  DiagnosticError,
+  Graph,
+  Module,
+  Op,
+  ProgramNode,
+  Value,
+  error,
+  formatType,
+  groupStrideAndSize,
+  numElements,
+  shapesEqual,
+} from '@tilegraph/ir';
+import { ALIAS_OPS, GenerateOptions, GraphEmitter, ModuleContext, OutputInfo, StateInfo, StreamInfo, shapeLiteral } from './context.js';
+import { HOST_HELPERS, HOST_INCLUDES, HOST_MAIN } from './host.js';
+import { MemoryReport } from './memory.js';
+import { DECOMPOSED_OPS, LOWERINGS } from './lower/index.js';
+import { Fusion, isElementwise } from './lower/elementwise.js';
+import { cppComment, cppStringLiteral } from './sanitize.js';
+import { deviceType, isDeviceDType, linearMappingParams } from './types.js';
+
+/** The data the runtime needs to build and drive the executable. */
+export interface BuildPlan {
+  readonly version: 1;
+  readonly module: string;
+  readonly replicationFactor: number;
+  /** IPUs per replica. */
+  readonly ipus: number;
+  readonly files: readonly string[];
+  /** Vertex names the host program uses (all defined in codelets.cpp). */
+  readonly vertices: readonly string[];
+  /** Input streams in protocol order; `perRun` micro-batches per replica per run. */
+  readonly inputs: readonly (StreamInfo & { readonly perRun: number; readonly bytes: number })[];
+  /** Output and print streams in protocol order; `perRun` copies (each of all replicas) per run. */
+  readonly outputs: readonly (OutputInfo & { readonly perRun: number; readonly bytes: number })[];
+  /** Parameters and variables: host handle `handle` moves replicationFactor × `bytes`. */
+  readonly state: readonly (StateInfo & { readonly handle: string; readonly bytes: number })[];
+  /** Whether the seed/step handles exist (the module draws random numbers). */
+  readonly random: boolean;
+  /** Print streams of each graph in op order. */
+  readonly prints: Readonly<Record<string, readonly number[]>>;
+  readonly program: ProgramNode;
+  readonly memory: MemoryReport;
+}
+
+export interface GeneratedSources {
+  readonly files: { readonly 'codelets.cpp': string; readonly 'host.cpp': string; readonly 'plan.json': string };
+  readonly plan: BuildPlan;
+}
+
+const SOURCE_KINDS = new Set(['input', 'parameter', 'variable', 'constant']);
+
+/** Rejects what the device cannot run, all problems at once. */
+function checkSupported(m: Module): void {
+  const ds: Diagnostic[] = [];
+  const seenDecomposed = new Set<string>();
+  for (const g of m.graphs.values()) {
+    for (const op of g.ops) {
+      if (DECOMPOSED_OPS.includes(op.kind)) {
+        ds.push(error(`no Poplar lowering for ${op.kind}: run the decompose pass`, op.loc, seenDecomposed.has(op.kind) ? undefined : [`${op.kind} is a composite op; the decompose pass rewrites it into primitives before code generation`]));
+        seenDecomposed.add(op.kind);
+        continue;
+      }
+      if (!LOWERINGS[op.kind] && !isElementwise(op)) {
+        ds.push(error(`no Poplar lowering for ${op.kind}`, op.loc));
+        continue;
+      }
+      for (const r of op.results) {
+        if (!isDeviceDType(r.type.dtype)) ds.push(error(`${op.kind}: ${formatType(r.type)} is not a device type (the IPU has float32, float16, int32, uint32 and bool)`, op.loc));
+      }
+    }
+  }
+  if (ds.length) throw new DiagnosticError(ds);
+}
+
+function maxIpu(m: Module): number {
+  let n = 0;
+  for (const g of m.graphs.values()) for (const op of g.ops) n = Math.max(n, (op.annotations.ipu ?? 0) + 1);
+  return n;
+}
+
+/** Times each input is streamed and each graph executed in one run of the program. */
+function countRuns(p: ProgramNode, mult: number, streams: Map<string, number>, executes: Map<string, number>): void {
+  switch (p.kind) {
+    case 'sequence':
+      for (const b of p.body) countRuns(b, mult, streams, executes);
+      return;
+    case 'repeat':
+      countRuns(p.body, mult * p.count, streams, executes);
+      return;
+    case 'execute':
+      executes.set(p.graph, (executes.get(p.graph) ?? 0) + mult);
+      return;
+    case 'stream_in':
+      for (const s of p.inputs) streams.set(s, (streams.get(s) ?? 0) + mult);
+      return;
+    case 'all_reduce':
+      return;
+  }
+}
+
+/** Collects the module's state, inputs and outputs and counts their memory. */
+function declareModule(mc: ModuleContext): void {
+  const m = mc.module;
+  const ds: Diagnostic[] = [];
+  const firstOp = new Map<string, Op>();
+  const homeIpu = new Map<string, number>();
+  for (const g of m.graphs.values()) {
+    for (const op of g.ops) {
+      if (op.kind !== 'parameter' && op.kind !== 'variable' && op.kind !== 'input') continue;
+      const key = `${op.kind === 'input' ? 'in' : 'st'}:${op.attrs['name'] as string}`;
+      if (!firstOp.has(key)) firstOp.set(key, op);
+      if (op.annotations.ipu !== undefined && !homeIpu.has(key)) homeIpu.set(key, op.annotations.ipu);
+    }
+  }
+  for (const v of m.variables.values()) {
+    const key = `st:${v.name}`;
+    if (!isDeviceDType(v.type.dtype)) {
+      ds.push(error(`'${v.name}' is ${formatType(v.type)}, which is not a device type`, firstOp.get(key)?.loc));
+      continue;
+    }
+    const info: StateInfo = { name: v.name, index: mc.state.length, dtype: v.type.dtype, shape: [...v.type.shape], role: v.role, ipu: homeIpu.get(key) ?? 0 };
+    mc.state.push(info);
+    const { grain, minElements } = linearMappingParams(info.dtype);
+    mc.memory.addLinear(info.ipu, numElements(info.shape), deviceType(info.dtype).bytes, grain, minElements, firstOp.get(key), `'${v.name}'`);
+  }
+  for (const g of m.graphs.values()) {
+    for (const op of g.inputs()) {
+      const name = op.attrs['name'] as string;
+      const t = op.result.type;
+      const known = mc.inputs.find((i) => i.name === name);
+      if (known) {
+        if (known.dtype !== t.dtype || !shapesEqual(known.shape, t.shape)) ds.push(error(`input '${name}' is declared with different types in different graphs`, op.loc));
+        continue;
+      }
+      const info: StreamInfo = { name, index: mc.inputs.length, dtype: t.dtype, shape: [...t.shape], ipu: homeIpu.get(`in:${name}`) ?? 0 };
+      mc.inputs.push(info);
+      const { grain, minElements } = linearMappingParams(info.dtype);
+      mc.memory.addLinear(info.ipu, numElements(info.shape), deviceType(info.dtype).bytes, grain, minElements, op, `input '${name}'`);
+    }
+  }
+  for (const g of m.graphs.values()) {
+    for (const o of g.outputs) {
+      const t = o.value.type;
+      const known = mc.outputs.find((x) => x.name === o.name);
+      if (known) {
+        if (known.dtype !== t.dtype || !shapesEqual(known.shape, t.shape)) ds.push(error(`output '${o.name}' has different types in different graphs`, o.value.producer.loc));
+        continue;
+      }
+      mc.outputs.push({ name: o.name, index: mc.outputs.length, dtype: t.dtype, shape: [...t.shape], kind: 'output' });
+    }
+  }
+  if (ds.length) throw new DiagnosticError(ds);
+}
+
+/** Emits one graph as a function returning its program. */
+function generateGraph(mc: ModuleContext, g: Graph, fn: string): { code: string; prints: number[] } {
+  const e = new GraphEmitter(mc, g);
+  const order = g.topologicalOrder();
+  if (!order) throw new DiagnosticError(error(`graph '${g.name}' has a cycle`));
+  const fusion = new Fusion(e);
+  for (const op of order) {
+    e.current = op;
+    if (SOURCE_KINDS.has(op.kind) || op.kind === 'assign') {
+      LOWERINGS[op.kind]!(op, e);
+      continue;
+    }
+    if (ALIAS_OPS.has(op.kind)) {
+      e.alias(op.result, op.operands[0]!);
+      continue;
+    }
+    if (isElementwise(op)) {
+      fusion.add(op);
+      continue;
+    }
+    fusion.closeFeeding(op);
+    e.current = op;
+    const res = op.results.map((r) => `%${r.id}`).join(', ');
+    e.comment(`${res}${res ? ' = ' : ''}${op.kind}(${op.operands.map((v) => `%${v.id}`).join(', ')})  ${mc.location(op)}`);
+    LOWERINGS[op.kind]!(op, e);
+  }
+  fusion.closeAll();
+  e.current = undefined;
+
+  // graph outputs stream out, then assignments write state (reads above saw the old values)
+  for (const o of g.outputs) {
+    const info = mc.outputs.find((x) => x.name === o.name && x.kind === 'output')!;
+    if (numElements(o.value.type.shape) === 0) continue;
+    const r = e.ref(o.value);
+    e.comment(`output ${o.name}`);
+    e.emit(`prog.add(poplar::program::Copy(${e.tensor(o.value, r.ipu)}, d.outFifo[${info.index}]));`);
+  }
+  const writes: { state: StateInfo; src: string }[] = [];
+  for (const a of e.assigns) {
+    const v: Value = a.operands[0]!;
+    const s = mc.stateIndex(a.attrs['name'] as string);
+    if (numElements(v.type.shape) === 0) continue;
+    const r = e.ref(v);
+    let src = e.tensor(v, r.ipu);
+    if (r.roots.size > 0) {
+      // a view of state: copy first, so that no assignment reads state already overwritten
+      e.current = a;
+      const tmp = e.newTensor(v.type.dtype, v.type.shape, r.ipu, `assign ${s.name}`);
+      e.emit(`prog.add(poplar::program::Copy(${src}, ${tmp}));`);
+      src = tmp;
+    }
+    writes.push({ state: s, src });
+  }
+  for (const w of writes) {
+    e.comment(`assign ${w.state.name}`);
+    e.emit(`prog.add(poplar::program::Copy(${w.src}, d.state[${w.state.index}]));`);
+  }
+  const code = [
+    `// graph ${cppComment(g.name)}`,
+    `poplar::program::Sequence ${fn}(Device &d) {`,
+    '  poplar::program::Sequence prog;',
+    ...e.lines,
+    '  return prog;',
+    '}',
+  ].join('\n');
+  return { code, prints: e.prints.map((p) => p.stream) };
+}
+
+function commGroupLiteral(g: CommGroup | undefined, replicas: number): string | undefined {
+  const { size } = groupStrideAndSize(g, replicas);
+  if (size <= 1) return undefined;
+  if (!g || g.type === 'all' || (g.type === 'consecutive' && size === replicas)) return 'gcl::CommGroup(gcl::CommGroupType::ALL, 0)';
+  return `gcl::CommGroup(gcl::CommGroupType::${g.type === 'consecutive' ? 'CONSECUTIVE' : 'ORTHOGONAL'}, ${size})`;
+}
+
+/** The program tree as nested poplar::program objects. */
+function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): string {
+  const lines: string[] = [];
+  let n = 0;
+  const emit = (depth: number, l: string) => lines.push(`${'  '.repeat(depth)}${l}`);
+  const visit = (p: ProgramNode, target: string, depth: number): void => {
+    switch (p.kind) {
+      case 'sequence':
+        for (const b of p.body) visit(b, target, depth);
+        return;
+      case 'repeat': {
+        const s = `p${n++}`;
+        emit(depth, '{');
+        emit(depth + 1, `poplar::program::Sequence ${s};`);
+        visit(p.body, s, depth + 1);
+        emit(depth + 1, `${target}.add(poplar::program::Repeat(${p.count}, ${s}));`);
+        emit(depth, '}');
+        return;
+      }
+      case 'execute':
+        emit(depth, `${target}.add(${graphFns.get(p.graph)!});`);
+        if (mc.usesRandom) emit(depth, `${target}.add(poplar::program::Execute(stepCs));`);
+        return;
+      case 'stream_in':
+        for (const name of p.inputs) {
+          const s = mc.inputs.find((i) => i.name === name)!;
+          if (numElements(s.shape) === 0) continue;
+          emit(depth, `${target}.add(poplar::program::Copy(d.inFifo[${s.index}], d.inputs[${s.index}]));  // ${cppComment(name, 60)}`);
+        }
+        return;
+      case 'all_reduce':
+        for (const name of p.variables) {
+          const s = mc.stateIndex(name);
+          const v = mc.module.variables.get(name)!;
+          const group = commGroupLiteral(v.group, mc.module.replicationFactor);
+          if (!group || numElements(s.shape) === 0) continue;
+          const op = p.op === 'mean' ? 'MEAN' : 'ADD';
+          emit(
+            depth,
+            `gcl::allReduceInPlaceCrossReplica(d.graph, d.state[${s.index}], gcl::CollectiveOperator::${op}, ${target}, ${group}, ${cppStringLiteral(`all_reduce ${name}`, 64)}, poplar::OptionFlags());`,
+          );
+        }
+        return;
+    }
+  };
+  lines.push('poplar::program::Sequence buildProgram(Device &d) {');
+  for (const [name, fn] of graphFns) lines.push(`  poplar::program::Sequence ${fn} = ${fn}Build(d);  // ${cppComment(name, 60)}`);
+  if (mc.usesRandom) {
+    const cls = mc.codelets.add(
+      'StepIncrement',
+      '',
+      (name) => [`class ${name} : public poplar::Vertex {`, 'public:', '  poplar::InOut<unsigned> step;', '', '  void compute() { *step = *step + 1u; }', '};'].join('\n'),
+    );
+    const vertex = mc.codelets.vertexName(cls);
+    lines.push(
+      '  // counts graph executions: the stream of the random generators, as in the reference',
+      '  poplar::ComputeSet stepCs = d.graph.addComputeSet("step_increment");',
+      `  poplar::VertexRef stepVertex = d.ipu[0].addVertex(stepCs, "${vertex}", {{"step", d.step}});`,
+      '  d.ipu[0].setTileMapping(stepVertex, 0);',
+    );
+  }
+  lines.push('  poplar::program::Sequence main;');
+  visit(mc.module.program, 'main', 1);
+  lines.push('  return main;', '}');
+  return lines.join('\n');
+}
+
+/** Declarations of the state, input tensors and streams (the handles the protocol names). */
+function generateDeclare(mc: ModuleContext): string {
+  const l: string[] = ['void declare(Device &d) {'];
+  for (const s of mc.state) {
+    const dt = deviceType(s.dtype);
+    const { grain, minElements } = linearMappingParams(s.dtype);
+    l.push(`  // ${s.role} ${cppComment(s.name, 80)}`);
+    l.push(`  d.state.push_back(newTensor(d.ipu[${s.ipu}], ${dt.poplar}, ${shapeLiteral(s.shape)}, ${grain}, ${minElements}, ${cppStringLiteral(s.name, 64)}));`);
+    l.push(`  d.graph.createHostWrite("v${s.index}.w", d.state[${s.index}]);`);
+    l.push(`  d.graph.createHostRead("v${s.index}.r", d.state[${s.index}]);`);
+  }
+  for (const s of mc.inputs) {
+    const dt = deviceType(s.dtype);
+    const { grain, minElements } = linearMappingParams(s.dtype);
+    l.push(`  // input ${cppComment(s.name, 80)}`);
+    l.push(`  d.inputs.push_back(newTensor(d.ipu[${s.ipu}], ${dt.poplar}, ${shapeLiteral(s.shape)}, ${grain}, ${minElements}, ${cppStringLiteral(s.name, 64)}));`);
+    l.push(`  d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in${s.index}", ${dt.poplar}, ${numElements(s.shape)}));`);
+  }
+  for (const o of mc.outputs) {
+    l.push(`  // ${o.kind} ${cppComment(o.kind === 'print' ? (o.title ?? '') : o.name, 80)}`);
+    l.push(`  d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out${o.index}", ${deviceType(o.dtype).poplar}, ${numElements(o.shape)}));`);
+  }
+  if (mc.usesRandom) {
+    l.push('  // the replica\'s mixed run seed and the execution counter of the random generators');
+    l.push('  d.seed = d.ipu[0].addVariable(poplar::UNSIGNED_INT, {}, "seed");');
+    l.push('  d.ipu[0].setTileMapping(d.seed, 0);');
+    l.push('  d.step = d.ipu[0].addVariable(poplar::UNSIGNED_INT, {}, "step");');
+    l.push('  d.ipu[0].setTileMapping(d.step, 0);');
+    l.push('  d.graph.createHostWrite("seed.w", d.seed);');
+    l.push('  d.graph.createHostRead("seed.r", d.seed);');
+    l.push('  d.graph.createHostWrite("step.w", d.step);');
+    l.push('  d.graph.createHostRead("step.r", d.step);');
+  }
+  l.push('}');
+  return l.join('\n');
+}
+
+function sizeTable(name: string, values: readonly number[]): string {
+  return `const std::vector<std::size_t> ${name} = {${values.join(', ')}};`;
+}
+
+/**
+ * Generates the Poplar C++ for a Module: codelets.cpp (vertices), host.cpp (graph, programs,
+ * engine and the runtime protocol) and plan.json (stream and state layout). Throws a
+ * DiagnosticError for ops without a lowering, non-device dtypes, and models that cannot fit in
+ * tile memory (naming the op and its source location).
+ */
+export function generatePoplar(module: Module, opts: GenerateOptions = {}): GeneratedSources {
+  checkSupported(module);
+  const ipus = Math.max(1, maxIpu(module));
+  const mc = new ModuleContext(module, opts, ipus);
+  declareModule(mc);
+  const R = module.replicationFactor;
+
+  const graphFns = new Map<string, string>();
+  const graphCode: string[] = [];
+  const prints: Record<string, number[]> = {};
+  for (const [name, g] of module.graphs) {
+    const fn = mc.ids.get(`graph_${name}`, 'graph');
+    graphFns.set(name, fn);
+    const r = generateGraph(mc, g, `${fn}Build`);
+    graphCode.push(r.code);
+    prints[name] = r.prints;
+  }
+  const program = generateProgram(mc, graphFns);
+  const declare = generateDeclare(mc);
+
+  const streams = new Map<string, number>();
+  const executes = new Map<string, number>();
+  countRuns(module.program, 1, streams, executes);
+  const bytesOf = (t: DType, shape: readonly number[]) => numElements(shape) * deviceType(t).bytes;
+  const inputs = mc.inputs.map((s) => {
+    const perRun = streams.get(s.name) ?? 0;
+    return { ...s, perRun, bytes: perRun * R * bytesOf(s.dtype, s.shape) };
+  });
+  const outputs = mc.outputs.map((o) => {
+    let perRun = 0;
+    if (o.kind === 'print') perRun = executes.get(o.graph!) ?? 0;
+    else for (const [name, g] of module.graphs) if (g.outputs.some((x) => x.name === o.name)) perRun += executes.get(name) ?? 0;
+    return { ...o, perRun, bytes: perRun * R * bytesOf(o.dtype, o.shape) };
+  });
+  const state = mc.state.map((s) => ({ ...s, handle: `v${s.index}`, bytes: bytesOf(s.dtype, s.shape) }));
+
+  const header = `// Generated by tilegraph from module ${cppComment(module.name, 80)}: do not edit.`;
+  const host = [
+    header,
+    HOST_INCLUDES,
+    '',
+    'namespace {',
+    '',
+    `constexpr unsigned kReplicas = ${R};`,
+    `constexpr unsigned kIpus = ${ipus};`,
+    '// bytes per replica of each state handle; bytes per run (all replicas) of each stream',
+    sizeTable('kStateBytes', state.map((s) => s.bytes)),
+    sizeTable('kInputBytes', inputs.map((s) => s.bytes)),
+    sizeTable('kOutputBytes', outputs.map((s) => s.bytes)),
+    '',
+    HOST_HELPERS,
+    '',
+    ...mc.fileScope.map((x) => `${x}\n`),
+    declare,
+    '',
+    ...graphCode.map((c) => `${c}\n`),
+    program,
+    '',
+    '} // namespace',
+    '',
+    HOST_MAIN,
+    '',
+  ].join('\n');
+  const codelets = mc.codelets.render(`// Generated by tilegraph from module ${cppComment(module.name, 80)}: do not edit.`);
+  const plan: BuildPlan = {
+    version: 1,
+    module: module.name,
+    replicationFactor: R,
+    ipus,
+    files: ['codelets.cpp', 'host.cpp'],
+    vertices: mc.codelets.vertexNames(),
+    inputs,
+    outputs,
+    state,
+    random: mc.usesRandom,
+    prints,
+    program: module.program,
+    memory: mc.memory.report(),
+  };
+  return { files: { 'codelets.cpp': codelets, 'host.cpp': host, 'plan.json': `${JSON.stringify(plan, null, 2)}\n` }, plan };
+}

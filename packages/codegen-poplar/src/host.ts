@@ -1,0 +1,222 @@
+/**
+ * Fixed parts of host.cpp: includes, helpers used by the generated graph functions, and the
+ * stdin/stdout protocol the runtime speaks with the executable (see codegen-design: "The host
+ * program protocol").
+ */
+
+export const HOST_INCLUDES = `#include <poplar/DeviceManager.hpp>
+#include <poplar/Engine.hpp>
+#include <poplar/Graph.hpp>
+#include <poplar/IPUModel.hpp>
+#include <poplar/Program.hpp>
+#include <poplar/Target.hpp>
+#include <popops/Cast.hpp>
+#include <popops/DynamicSlice.hpp>
+#include <popops/Fill.hpp>
+#include <popops/Reduce.hpp>
+#include <popops/Zero.hpp>
+#include <popops/codelets.hpp>
+#include <poplin/ConvParams.hpp>
+#include <poplin/Convolution.hpp>
+#include <poplin/MatMul.hpp>
+#include <poplin/codelets.hpp>
+#include <poputil/TileMapping.hpp>
+#include <gcl/Collectives.hpp>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+#include <unistd.h>`;
+
+export const HOST_HELPERS = String.raw`// The module's device state, streams and per-IPU virtual graphs.
+struct Device {
+  poplar::Graph &graph;
+  std::vector<poplar::Graph> ipu;
+  std::vector<poplar::Tensor> state;
+  std::vector<poplar::Tensor> inputs;
+  std::vector<poplar::DataStream> inFifo;
+  std::vector<poplar::DataStream> outFifo;
+  poplar::Tensor seed;
+  poplar::Tensor step;
+};
+
+// A tensor spread over the tiles of a (virtual) graph in runs of whole grains.
+poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::vector<std::size_t> &shape,
+                         unsigned grain, unsigned minElementsPerTile, const std::string &name) {
+  poplar::Tensor t = g.addVariable(type, shape, name);
+  poputil::mapTensorLinearly(g, t, minElementsPerTile, grain);
+  return t;
+}
+
+// x broadcast to shape (NumPy rules) as a view.
+poplar::Tensor broadcastTo(poplar::Tensor x, const std::vector<std::size_t> &shape) {
+  std::vector<std::size_t> s(shape.size() - x.rank(), 1);
+  for (std::size_t d : x.shape()) s.push_back(d);
+  x = x.reshape(s);
+  for (unsigned d = 0; d < shape.size(); ++d) {
+    if (x.shape()[d] != shape[d]) x = x.broadcast(unsigned(shape[d]), d);
+  }
+  return x;
+}
+
+// The single element of a one-element tensor, for a scalar vertex field.
+poplar::Tensor scalarOf(const poplar::Tensor &t) { return t.flatten()[0]; }
+
+// Calls f(tile, begin, end) for every contiguous region of t's tile mapping (t is flat).
+template <typename F> void forEachRegion(poplar::Graph &g, const poplar::Tensor &t, F f) {
+  const auto mapping = g.getTileMapping(t);
+  for (unsigned tile = 0; tile < mapping.size(); ++tile) {
+    for (const auto &region : mapping[tile]) f(tile, std::size_t(region.begin()), std::size_t(region.end()));
+  }
+}
+
+poplar::Device attachDevice(unsigned numIpus) {
+  if (std::getenv("TILEGRAPH_IPU_MODEL") != nullptr) {
+    poplar::IPUModel model;
+    model.numIPUs = numIpus;
+    return model.createDevice();
+  }
+  auto manager = poplar::DeviceManager::createDeviceManager();
+  auto devices = manager.getDevices(poplar::TargetType::IPU, numIpus);
+  for (auto &device : devices) {
+    if (device.attach()) return std::move(device);
+  }
+  throw std::runtime_error("no device with " + std::to_string(numIpus) + " IPUs could be attached");
+}
+
+// ---- the protocol (commands on stdin, answers on the original stdout) ----
+
+bool readLine(std::string &line) {
+  line.clear();
+  for (;;) {
+    const int c = std::fgetc(stdin);
+    if (c == EOF) return !line.empty();
+    if (c == '\n') return true;
+    line.push_back(char(c));
+    if (line.size() > 100000) throw std::runtime_error("protocol: command line too long");
+  }
+}
+
+void readExact(char *data, std::size_t n) {
+  if (n > 0 && std::fread(data, 1, n, stdin) != n) throw std::runtime_error("protocol: input ended inside a payload");
+}
+
+std::vector<std::string> words(const std::string &line) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ') ++i;
+    std::size_t j = i;
+    while (j < line.size() && line[j] != ' ') ++j;
+    if (j > i) out.push_back(line.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+std::size_t parseSize(const std::string &s) {
+  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) {
+    throw std::runtime_error("protocol: bad byte count '" + s.substr(0, 20) + "'");
+  }
+  return std::size_t(std::stoull(s));
+}
+
+void writeAll(std::FILE *out, const void *data, std::size_t n) {
+  if (n > 0 && std::fwrite(data, 1, n, out) != n) throw std::runtime_error("protocol: cannot write the answer");
+}
+
+// Bytes per replica of a host read/write handle ("v<i>" for state i, "seed", "step").
+std::size_t handleBytes(const std::string &handle) {
+  if (handle == "seed" || handle == "step") return 4;
+  if (handle.size() > 1 && handle[0] == 'v' && handle.find_first_not_of("0123456789", 1) == std::string::npos && handle.size() < 10) {
+    const std::size_t i = std::size_t(std::stoul(handle.substr(1)));
+    if (i < kStateBytes.size()) return kStateBytes[i];
+  }
+  throw std::runtime_error("protocol: unknown handle '" + handle.substr(0, 40) + "'");
+}
+
+void serve(poplar::Engine &engine, std::FILE *out) {
+  std::vector<std::vector<char>> inBuf(kInputBytes.size()), outBuf(kOutputBytes.size());
+  for (std::size_t i = 0; i < inBuf.size(); ++i) {
+    inBuf[i].resize(kInputBytes[i]);
+    if (kInputBytes[i] > 0) engine.connectStream("in" + std::to_string(i), inBuf[i].data(), inBuf[i].data() + inBuf[i].size());
+  }
+  for (std::size_t i = 0; i < outBuf.size(); ++i) {
+    outBuf[i].resize(kOutputBytes[i]);
+    if (kOutputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());
+  }
+  std::string line;
+  while (readLine(line)) {
+    const std::vector<std::string> w = words(line);
+    if (w.empty()) continue;
+    if (w[0] == "quit" && w.size() == 1) return;
+    if (w[0] == "write" && w.size() == 3) {
+      const std::size_t n = parseSize(w[2]);
+      const std::size_t want = handleBytes(w[1]) * kReplicas;
+      if (n != want) throw std::runtime_error("write " + w[1] + ": expected " + std::to_string(want) + " bytes, got " + std::to_string(n));
+      std::vector<char> buf(n);
+      readExact(buf.data(), n);
+      engine.writeTensor(w[1] + ".w", buf.data(), buf.data() + n);
+      writeAll(out, "ok\n", 3);
+    } else if (w[0] == "read" && w.size() == 2) {
+      const std::size_t n = handleBytes(w[1]) * kReplicas;
+      std::vector<char> buf(n);
+      engine.readTensor(w[1] + ".r", buf.data(), buf.data() + n);
+      const std::string head = "ok " + std::to_string(n) + "\n";
+      writeAll(out, head.data(), head.size());
+      writeAll(out, buf.data(), n);
+    } else if (w[0] == "run" && w.size() == 1 + kInputBytes.size()) {
+      for (std::size_t i = 0; i < inBuf.size(); ++i) {
+        const std::size_t n = parseSize(w[1 + i]);
+        if (n != kInputBytes[i]) {
+          throw std::runtime_error("run: input stream " + std::to_string(i) + " needs " + std::to_string(kInputBytes[i]) + " bytes, got " + std::to_string(n));
+        }
+      }
+      for (auto &b : inBuf) readExact(b.data(), b.size());
+      engine.run(0);
+      std::string head = "ok";
+      for (const auto &b : outBuf) head += " " + std::to_string(b.size());
+      head += "\n";
+      writeAll(out, head.data(), head.size());
+      for (const auto &b : outBuf) writeAll(out, b.data(), b.size());
+    } else {
+      throw std::runtime_error("protocol: unknown command '" + line.substr(0, 60) + "'");
+    }
+    std::fflush(out);
+  }
+}`;
+
+export const HOST_MAIN = String.raw`int main(int argc, char **argv) {
+  try {
+    // answers go to the original stdout; anything else written to stdout goes to stderr
+    const int protocolFd = dup(1);
+    if (protocolFd < 0 || dup2(2, 1) < 0) throw std::runtime_error("cannot set up the protocol channel");
+    std::FILE *out = fdopen(protocolFd, "wb");
+    if (out == nullptr) throw std::runtime_error("cannot open the protocol channel");
+    const char *codelets = argc > 1 ? argv[1] : "codelets.gp";
+
+    poplar::Device device = attachDevice(kIpus * kReplicas);
+    poplar::Graph graph(device.getTarget(), poplar::replication_factor(kReplicas));
+    popops::addCodelets(graph);
+    poplin::addCodelets(graph);
+    graph.addCodelets(codelets);
+    Device d{graph, {}, {}, {}, {}, {}, {}, {}};
+    const unsigned tilesPerIpu = graph.getTarget().getTilesPerIPU();
+    for (unsigned i = 0; i < kIpus; ++i) d.ipu.push_back(graph.createVirtualGraph(i * tilesPerIpu, (i + 1) * tilesPerIpu));
+    declare(d);
+    poplar::program::Sequence program = buildProgram(d);
+    poplar::Engine engine(graph, {program});
+    engine.load(device);
+    serve(engine, out);
+    std::fflush(out);
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}`;

@@ -1,0 +1,442 @@
+import { Attrs, DType, Op, Value, isFloat, numElements, shapesEqual } from '@tilegraph/ir';
+import { ALIAS_OPS, GraphEmitter, shapeLiteral } from '../context.js';
+import { deviceType, elementLiteral, float64Literal } from '../types.js';
+
+/**
+ * Element-wise ops. Chains of element-wise ops over one shape are fused into one generated
+ * MultiVertex: each vertex computes a contiguous region of the outputs on the tile that holds
+ * it, reading its inputs through broadcast views so that every input region has the size of
+ * the output region. Scalar constants are written into the vertex code. Each op's result is
+ * rounded to its dtype, so a chain computes what the op-by-op reference computes.
+ */
+
+export const ELEMENTWISE_OP_NAMES = [
+  'add', 'sub', 'mul', 'div', 'pow', 'max', 'min', 'neg', 'abs', 'exp', 'log', 'sqrt', 'reciprocal', 'tanh', 'sigmoid',
+  'relu', 'gelu', 'erf', 'sin', 'cos', 'floor', 'ceil', 'round', 'sign', 'clip', 'where', 'equal', 'less', 'greater', 'and',
+  'or', 'not', 'cast',
+] as const;
+
+const ELEMENTWISE = new Set<string>(ELEMENTWISE_OP_NAMES);
+
+export function isElementwise(op: Op): boolean {
+  return ELEMENTWISE.has(op.kind);
+}
+
+/** An argument of an expression node: another node or an input of the vertex. */
+export type EwArg = { readonly node: number } | { readonly input: number };
+
+/** One operation of a fused expression: an IR element-wise op, or a helper the lowerings use. */
+export interface EwNode {
+  /** IR op name, or 'wrap_index' {dim} (int32 index → uint32 in [0, dim)), 'clamp_index' {max}. */
+  readonly kind: string;
+  readonly dtype: DType;
+  readonly args: readonly EwArg[];
+  readonly attrs: Attrs;
+}
+
+export interface EwInput {
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  /** The input tensor (on the vertex's IPU); unused for inline constants. */
+  readonly tensor?: () => string;
+  /** A scalar constant written into the vertex code. */
+  readonly constant?: number;
+}
+
+export interface EwSpec {
+  readonly shape: readonly number[];
+  readonly ipu: number;
+  readonly nodes: readonly EwNode[];
+  readonly inputs: readonly EwInput[];
+  /** Nodes whose values are written out, with the local name of each output tensor. */
+  readonly outputs: readonly { readonly node: number; readonly tensor: string; readonly mapHere?: boolean }[];
+  readonly label: string;
+}
+
+// ---- C++ expressions ----
+
+interface TypeNames {
+  /** The dtype written as the template parameter T, if any. */
+  readonly templated?: DType;
+}
+
+function typeName(t: DType, tn: TypeNames): string {
+  return tn.templated === t ? 'T' : deviceType(t).device;
+}
+
+/** The C++ expression of one node, of the node's element type. */
+function nodeExpr(n: EwNode, a: readonly string[], at: readonly DType[], tn: TypeNames): string {
+  const rt = n.dtype;
+  const S = typeName(rt, tn);
+  const f = (x: string) => `float(${x})`;
+  const t0 = at[0]!;
+  const num = (s: string) => (isFloat(rt) ? `${S}(${s})` : s);
+  const [x, y] = [a[0]!, a[1]!];
+  if (n.kind === 'cast') return castExpr(x, t0, rt, S);
+  if (n.kind === 'wrap_index') return `tg::wrapIndex(${x}, ${n.attrs['dim'] as number}u)`;
+  if (n.kind === 'clamp_index') return `tg::clampIndex(${x}, ${n.attrs['max'] as number})`;
+  if (n.kind === 'where') return `(${x} ? ${y} : ${a[2]!})`;
+  if (n.kind === 'and') return `(${x} && ${y})`;
+  if (n.kind === 'or') return `(${x} || ${y})`;
+  if (n.kind === 'not') return `(!${x})`;
+  if (n.kind === 'equal' || n.kind === 'less' || n.kind === 'greater') {
+    const op = { equal: '==', less: '<', greater: '>' }[n.kind];
+    return isFloat(t0) ? `(${f(x)} ${op} ${f(y)})` : `(${x} ${op} ${y})`;
+  }
+  if (isFloat(rt)) {
+    switch (n.kind) {
+      case 'add':
+        return num(`${f(x)} + ${f(y)}`);
+      case 'sub':
+        return num(`${f(x)} - ${f(y)}`);
+      case 'mul':
+        return num(`${f(x)} * ${f(y)}`);
+      case 'div':
+        return num(`${f(x)} / ${f(y)}`);
+      case 'pow':
+        return num(`tg::powFloat(${f(x)}, ${f(y)})`);
+      case 'max':
+        return num(`tg::maxFloat(${f(x)}, ${f(y)})`);
+      case 'min':
+        return num(`tg::minFloat(${f(x)}, ${f(y)})`);
+      case 'neg':
+        return num(`-${f(x)}`);
+      case 'abs':
+        return num(`std::fabs(${f(x)})`);
+      case 'exp':
+      case 'log':
+      case 'sqrt':
+      case 'tanh':
+      case 'sin':
+      case 'cos':
+      case 'floor':
+      case 'ceil':
+      case 'erf':
+        return num(`std::${n.kind}(${f(x)})`);
+      case 'round':
+        return num(`std::nearbyint(${f(x)})`);
+      case 'reciprocal':
+        return num(`1.0f / ${f(x)}`);
+      case 'sigmoid':
+        return num(`tg::sigmoidFloat(${f(x)})`);
+      case 'relu':
+        return num(`tg::reluFloat(${f(x)})`);
+      case 'sign':
+        return num(`tg::signFloat(${f(x)})`);
+      case 'gelu':
+        return num(n.attrs['approximate'] === 'tanh' ? `tg::geluTanh(${f(x)})` : `tg::geluErf(${f(x)})`);
+      case 'clip':
+        return `${S}(float(tg::clipDouble(double(${f(x)}), ${bound(n.attrs['min'], -Infinity)}, ${bound(n.attrs['max'], Infinity)})))`;
+    }
+  }
+  if (rt === 'int32') {
+    const u = (v: string) => `unsigned(${v})`;
+    switch (n.kind) {
+      case 'add':
+        return `int(${u(x)} + ${u(y)})`;
+      case 'sub':
+        return `int(${u(x)} - ${u(y)})`;
+      case 'mul':
+        return `int(${u(x)} * ${u(y)})`;
+      case 'div':
+        return `tg::divInt(${x}, ${y})`;
+      case 'pow':
+        return `tg::powInt(${x}, ${y})`;
+      case 'max':
+        return `(${x} > ${y} ? ${x} : ${y})`;
+      case 'min':
+        return `(${x} < ${y} ? ${x} : ${y})`;
+      case 'neg':
+        return `int(0u - ${u(x)})`;
+      case 'abs':
+        return `(${x} < 0 ? int(0u - ${u(x)}) : ${x})`;
+      case 'relu':
+        return `(${x} > 0 ? ${x} : 0)`;
+      case 'sign':
+        return `int((${x} > 0) - (${x} < 0))`;
+      case 'clip':
+        return `tg::toInt32(tg::clipDouble(double(${x}), ${bound(n.attrs['min'], -Infinity)}, ${bound(n.attrs['max'], Infinity)}))`;
+    }
+  }
+  if (rt === 'uint32') {
+    switch (n.kind) {
+      case 'add':
+        return `unsigned(${x} + ${y})`;
+      case 'sub':
+        return `unsigned(${x} - ${y})`;
+      case 'mul':
+        return `unsigned(${x} * ${y})`;
+      case 'div':
+        return `tg::divUint(${x}, ${y})`;
+      case 'pow':
+        return `tg::powUint(${x}, ${y})`;
+      case 'max':
+        return `(${x} > ${y} ? ${x} : ${y})`;
+      case 'min':
+        return `(${x} < ${y} ? ${x} : ${y})`;
+      case 'neg':
+        return `unsigned(0u - ${x})`;
+      case 'abs':
+      case 'relu':
+        return x;
+      case 'sign':
+        return `(${x} > 0u ? 1u : 0u)`;
+      case 'clip':
+        return `tg::toUint32(tg::clipDouble(double(${x}), ${bound(n.attrs['min'], -Infinity)}, ${bound(n.attrs['max'], Infinity)}))`;
+    }
+  }
+  throw new Error(`internal: no element-wise expression for ${n.kind} on ${rt}`);
+}
+
+function bound(v: unknown, dflt: number): string {
+  return float64Literal(typeof v === 'number' ? v : dflt);
+}
+
+/** A cast with the reference's conversion rules (see the cast op). */
+function castExpr(x: string, from: DType, to: DType, S: string): string {
+  if (from === to) return x;
+  if (to === 'bool') return isFloat(from) ? `tg::truthy(float(${x}))` : `(${x} != 0)`;
+  if (isFloat(to)) return `${S}(float(${x}))`;
+  if (to === 'int32') return isFloat(from) ? `tg::toInt32(double(float(${x})))` : `int(${x})`;
+  if (to === 'uint32') return isFloat(from) ? `tg::toUint32(double(float(${x})))` : `unsigned(${x})`;
+  throw new Error(`internal: cast to ${to}`);
+}
+
+// ---- vertex generation ----
+
+/** Emits one fused vertex class and the compute set running it over the outputs' tiles. */
+export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
+  const n = numElements(spec.shape);
+  if (n === 0 || spec.outputs.length === 0) return;
+  const floats = new Set<DType>();
+  for (const nd of spec.nodes) if (isFloat(nd.dtype)) floats.add(nd.dtype);
+  for (const inp of spec.inputs) if (isFloat(inp.dtype)) floats.add(inp.dtype);
+  const templated = floats.size === 1 ? [...floats][0]! : undefined;
+  const tn: TypeNames = templated ? { templated } : {};
+
+  // vertex fields: vector inputs, scalar inputs, inline constants
+  const fields: string[] = [];
+  const hoisted: string[] = [];
+  const perElement: string[] = [];
+  const connections: { field: string; expr: string; scalar: boolean }[] = [];
+  const inputExprs: string[] = [];
+  spec.inputs.forEach((inp, j) => {
+    const S = typeName(inp.dtype, tn);
+    const local = `x${j}`;
+    inputExprs.push(local);
+    if (inp.constant !== undefined) {
+      hoisted.push(`const ${S} ${local} = ${S}(${elementLiteral(inp.dtype, inp.constant)});`);
+      return;
+    }
+    if (numElements(inp.shape) === 1) {
+      fields.push(`  poplar::Input<${S}> in${j};`);
+      hoisted.push(`const ${S} ${local} = *in${j};`);
+      connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: true });
+    } else {
+      fields.push(`  poplar::Input<poplar::Vector<${S}>> in${j};`);
+      perElement.push(`const ${S} ${local} = in${j}[i];`);
+      connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: false });
+    }
+  });
+  const nodeExprs: string[] = [];
+  spec.nodes.forEach((nd, k) => {
+    const args = nd.args.map((a) => ('node' in a ? nodeExprs[a.node]! : inputExprs[a.input]!));
+    const argTypes = nd.args.map((a) => ('node' in a ? spec.nodes[a.node]!.dtype : spec.inputs[a.input]!.dtype));
+    perElement.push(`const ${typeName(nd.dtype, tn)} v${k} = ${nodeExpr(nd, args, argTypes, tn)};`);
+    nodeExprs.push(`v${k}`);
+  });
+  spec.outputs.forEach((o, m) => {
+    fields.push(`  poplar::Output<poplar::Vector<${typeName(spec.nodes[o.node]!.dtype, tn)}>> out${m};`);
+    perElement.push(`out${m}[i] = v${o.node};`);
+  });
+  const body = (name: string) =>
+    [
+      ...(templated ? ['template <typename T>'] : []),
+      `class ${name} : public poplar::MultiVertex {`,
+      'public:',
+      ...fields,
+      '',
+      '  void compute(unsigned workerId) {',
+      '    const unsigned n = out0.size();',
+      ...hoisted.map((l) => `    ${l}`),
+      '    for (unsigned i = workerId; i < n; i += numWorkers()) {',
+      ...perElement.map((l) => `      ${l}`),
+      '    }',
+      '  }',
+      '};',
+    ].join('\n');
+  const cls = e.mc.codelets.add('Fused', body('%'), body, templated ? ['float', 'half'] : undefined);
+  const vertex = e.mc.codelets.vertexName(cls, templated ? deviceType(templated).device : undefined);
+
+  // host side: flat views of every input and output, one vertex per region of the first output
+  const ipu = spec.ipu;
+  const g = e.g(ipu);
+  const flat: string[] = [];
+  for (const c of connections) {
+    const inp = spec.inputs[Number(c.field.slice(2))]!;
+    const local = e.local('f');
+    const src = c.scalar
+      ? `scalarOf(${c.expr})`
+      : shapesEqual(inp.shape, spec.shape)
+        ? `${c.expr}.flatten()`
+        : `broadcastTo(${c.expr}, ${shapeLiteral(spec.shape)}).flatten()`;
+    e.emit(`poplar::Tensor ${local} = ${src};`);
+    flat.push(local);
+  }
+  const outFlat = spec.outputs.map((o) => {
+    const local = e.local('f');
+    e.emit(`poplar::Tensor ${local} = ${o.tensor}.flatten();`);
+    return local;
+  });
+  const cs = e.computeSet(spec.label);
+  const conn = [
+    ...connections.map((c, i) => `{"${c.field}", ${c.scalar ? flat[i]! : `${flat[i]!}.slice(b, e)`}}`),
+    ...outFlat.map((f, m) => `{"out${m}", ${f}.slice(b, e)}`),
+  ];
+  e.emit(`forEachRegion(${g}, ${outFlat[0]!}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
+  e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {${conn.join(', ')}});`);
+  e.emit(`  ${g}.setTileMapping(v, tile);`);
+  spec.outputs.forEach((o, m) => {
+    if (o.mapHere) e.emit(`  ${g}.setTileMapping(${outFlat[m]!}.slice(b, e), tile);`);
+  });
+  e.emit('});');
+  e.emit(`prog.add(poplar::program::Execute(${cs}));`);
+  e.mc.memory.addVertices(ipu, Math.min(n, e.mc.memory.tilesPerIpu), 16 + 8 * conn.length);
+}
+
+/**
+ * A single-node expression over tensors (used by other lowerings: index normalisation, the
+ * divide of a mean, casts).
+ */
+export function emitMap(
+  e: GraphEmitter,
+  kind: string,
+  dtype: DType,
+  shape: readonly number[],
+  ipu: number,
+  inputs: readonly EwInput[],
+  out: string,
+  label: string,
+  attrs: Attrs = {},
+): void {
+  emitElementwise(e, {
+    shape,
+    ipu,
+    nodes: [{ kind, dtype, args: inputs.map((_, i) => ({ input: i })), attrs }],
+    inputs,
+    outputs: [{ node: 0, tensor: out }],
+    label,
+  });
+}
+
+// ---- fusion of IR ops ----
+
+interface Group {
+  readonly ops: Op[];
+  readonly members: Set<Op>;
+  readonly shape: readonly number[];
+  readonly ipu: number;
+}
+
+/**
+ * Groups element-wise ops into fused vertices while the graph is lowered in topological order.
+ * A group stays open until an op outside it needs one of its values; nothing outside an open
+ * group depends on it, so closing (emitting) it then is always in dependency order.
+ */
+export class Fusion {
+  private open: Group[] = [];
+  private readonly outputs: Set<Value>;
+  private readonly maxOps: number;
+
+  constructor(private readonly e: GraphEmitter) {
+    this.outputs = new Set(e.graph.outputs.map((o) => o.value));
+    this.maxOps = e.mc.opts.maxFusedOps ?? 32;
+  }
+
+  private groupOf(v: Value): Group | undefined {
+    const p = this.e.resolve(v).producer;
+    return this.open.find((g) => g.members.has(p));
+  }
+
+  /** Adds an element-wise op to a compatible open group, or opens one. */
+  add(op: Op): void {
+    const ipu = this.e.ipuOf(op);
+    const shape = op.result.type.shape;
+    const feeding = [...new Set(op.operands.map((v) => this.groupOf(v)).filter((g): g is Group => g !== undefined))];
+    const fits = (g: Group) => g.ipu === ipu && shapesEqual(g.shape, shape) && g.ops.length < this.maxOps;
+    const target = feeding.find(fits);
+    for (const g of feeding) if (g !== target) this.close(g);
+    if (target) {
+      target.ops.push(op);
+      target.members.add(op);
+    } else this.open.push({ ops: [op], members: new Set([op]), shape: [...shape], ipu });
+  }
+
+  /** Closes the groups producing any operand of `op`. */
+  closeFeeding(op: Op): void {
+    for (const v of op.operands) {
+      const g = this.groupOf(v);
+      if (g) this.close(g);
+    }
+  }
+
+  closeAll(): void {
+    while (this.open.length) this.close(this.open[0]!);
+  }
+
+  private usedOutside(v: Value, members: Set<Op>): boolean {
+    if (this.outputs.has(v)) return true;
+    for (const u of v.uses) {
+      if (members.has(u.op)) continue;
+      if (ALIAS_OPS.has(u.op.kind)) {
+        if (this.usedOutside(u.op.result, members)) return true;
+        continue;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  private close(g: Group): void {
+    this.open = this.open.filter((x) => x !== g);
+    const e = this.e;
+    const nodeOf = new Map<Value, number>();
+    const inputs: EwInput[] = [];
+    const inputOf = new Map<Value, number>();
+    const nodes: EwNode[] = [];
+    const argOf = (v0: Value): EwArg => {
+      const v = e.resolve(v0);
+      const k = nodeOf.get(v);
+      if (k !== undefined) return { node: k };
+      let j = inputOf.get(v);
+      if (j === undefined) {
+        j = inputs.length;
+        inputOf.set(v, j);
+        const r = e.ref(v);
+        const scalarConst = r.constant && r.constant.size === 1 ? r.constant.data[0]! : undefined;
+        inputs.push(
+          scalarConst !== undefined
+            ? { dtype: v.type.dtype, shape: v.type.shape, constant: scalarConst }
+            : { dtype: v.type.dtype, shape: v.type.shape, tensor: () => e.tensor(v, g.ipu) },
+        );
+      }
+      return { input: j };
+    };
+    for (const op of g.ops) {
+      const args = op.operands.map(argOf);
+      nodeOf.set(op.result, nodes.length);
+      nodes.push({ kind: op.kind, dtype: op.result.type.dtype, args, attrs: op.attrs });
+    }
+    const first = g.ops[0]!;
+    e.current = first;
+    e.comment(`fused: ${g.ops.map((o) => `%${o.result.id}=${o.kind}`).join(' ')}  ${e.mc.location(first)}`);
+    const outputs: { node: number; tensor: string; mapHere?: boolean }[] = [];
+    for (const op of g.ops) {
+      if (!this.usedOutside(op.result, g.members)) continue;
+      // the first output is spread over the tiles; the others follow its regions
+      if (outputs.length === 0) outputs.push({ node: nodeOf.get(op.result)!, tensor: e.newResult(op.result, g.ipu) });
+      else outputs.push({ node: nodeOf.get(op.result)!, tensor: e.newUnmappedResult(op.result, g.ipu), mapHere: true });
+    }
+    emitElementwise(e, { shape: g.shape, ipu: g.ipu, nodes, inputs, outputs, label: `fused_${first.kind}` });
+  }
+}

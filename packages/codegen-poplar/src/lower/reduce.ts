@@ -1,0 +1,191 @@
+import { DType, Op, Value, isFloat, normalizeAxis, numElements } from '@tilegraph/ir';
+import { GraphEmitter, shapeLiteral } from '../context.js';
+import { deviceType, elementLiteral } from '../types.js';
+import { EwNode, emitElementwise, emitMap } from './elementwise.js';
+import type { Lowering } from './index.js';
+
+/**
+ * Reductions → popops::reduce (ADD, MUL, MAX, MIN over the reduced dims); a mean divides the
+ * sum in a fused vertex. bool max/min (any/all) reduce an int32 copy. argmax runs in a generated
+ * vertex over rows (the reduced axis moved last).
+ */
+
+type ReduceOp = 'ADD' | 'MUL' | 'MAX' | 'MIN';
+
+const REDUCE_OP: Record<string, ReduceOp> = {
+  reduce_sum: 'ADD',
+  reduce_mean: 'ADD',
+  reduce_prod: 'MUL',
+  reduce_max: 'MAX',
+  reduce_min: 'MIN',
+};
+
+/** Value of a reduction over no elements, as the reference defines it. */
+function identityOf(kind: string, t: DType): number {
+  switch (kind) {
+    case 'reduce_sum':
+      return 0;
+    case 'reduce_mean':
+      return NaN;
+    case 'reduce_prod':
+      return 1;
+    case 'reduce_max':
+      return t === 'int32' ? -(2 ** 31) : t === 'uint32' || t === 'bool' ? 0 : -Infinity;
+    default:
+      return t === 'int32' ? 2 ** 31 - 1 : t === 'uint32' ? 2 ** 32 - 1 : t === 'bool' ? 1 : Infinity;
+  }
+}
+
+export function resolveAxes(axes: readonly number[], rank: number): number[] {
+  if (rank === 0) return [];
+  if (axes.length === 0) return Array.from({ length: rank }, (_, i) => i);
+  return [...new Set(axes.map((a) => normalizeAxis(a, rank)))].sort((a, b) => a - b);
+}
+
+/**
+ * Emits `kind` of `x` over `axes` and defines `out` (of shape out.type.shape, whatever keepdims
+ * was). Shared by reduce_* and identity_loss.
+ */
+export function emitReduction(e: GraphEmitter, kind: string, x: Value, axes: number[], out: Value, ipu: number): void {
+  const g = e.g(ipu);
+  const dtype = x.type.dtype;
+  const inShape = x.type.shape;
+  const outShape = out.type.shape;
+  const count = axes.reduce((n, a) => n * inShape[a]!, 1);
+  if (numElements(outShape) === 0) {
+    e.newResult(out, ipu);
+    return;
+  }
+  if (count === 0) {
+    const t = e.newResult(out, ipu);
+    e.emit(`popops::fill(${g}, ${t}, prog, ${elementLiteral(dtype, identityOf(kind, dtype))}, ${e.debugName('empty_reduction')});`);
+    return;
+  }
+  const xin = e.tensor(x, ipu);
+  if (axes.length === 0) {
+    e.define(out, `${xin}.reshape(${shapeLiteral(outShape)})`, ipu, e.ref(x).roots);
+    return;
+  }
+  const dims = `{${axes.join(', ')}}`;
+  const name = e.debugName(e.valueLabel(out));
+  const op = REDUCE_OP[kind]!;
+  if (dtype === 'bool') {
+    // any / all over an int32 copy
+    const asInt = e.newTensor('int32', inShape, ipu, 'bool_as_int');
+    emitMap(e, 'cast', 'int32', inShape, ipu, [{ dtype: 'bool', shape: inShape, tensor: () => xin }], asInt, 'bool_as_int');
+    const r = e.local('r');
+    e.countResult('int32', outShape, ipu, 'reduce');
+    e.emit(`poplar::Tensor ${r} = popops::reduce(${g}, ${asInt}, poplar::INT, ${dims}, popops::ReduceParams(popops::Operation::${op}), prog, ${name}).reshape(${shapeLiteral(outShape)});`);
+    const t = e.newResult(out, ipu);
+    emitMap(e, 'cast', 'bool', outShape, ipu, [{ dtype: 'int32', shape: outShape, tensor: () => r }], t, 'int_as_bool');
+    return;
+  }
+  if (kind !== 'reduce_mean') {
+    e.countResult(dtype, outShape, ipu, e.valueLabel(out));
+    e.define(out, `popops::reduce(${g}, ${xin}, ${deviceType(dtype).poplar}, ${dims}, popops::ReduceParams(popops::Operation::${op}), prog, ${name}).reshape(${shapeLiteral(outShape)})`, ipu);
+    return;
+  }
+  // mean: the sum in float32, divided by the count, stored in the result's dtype
+  const sum = e.local('r');
+  const sumType: DType = isFloat(dtype) ? 'float32' : dtype;
+  e.countResult(sumType, outShape, ipu, 'sum');
+  e.emit(`poplar::Tensor ${sum} = popops::reduce(${g}, ${xin}, ${deviceType(sumType).poplar}, ${dims}, popops::ReduceParams(popops::Operation::ADD), prog, ${name}).reshape(${shapeLiteral(outShape)});`);
+  const t = e.newResult(out, ipu);
+  const nodes: EwNode[] = [{ kind: 'div', dtype: sumType, args: [{ input: 0 }, { input: 1 }], attrs: {} }];
+  if (sumType !== dtype) nodes.push({ kind: 'cast', dtype, args: [{ node: 0 }], attrs: {} });
+  emitElementwise(e, {
+    shape: outShape,
+    ipu,
+    nodes,
+    inputs: [
+      { dtype: sumType, shape: outShape, tensor: () => sum },
+      { dtype: sumType, shape: [], constant: count },
+    ],
+    outputs: [{ node: nodes.length - 1, tensor: t }],
+    label: 'mean',
+  });
+}
+
+function lowerReduce(op: Op, e: GraphEmitter): void {
+  const x = op.operands[0]!;
+  const axes = resolveAxes(op.attrs['axes'] as number[], x.type.shape.length);
+  emitReduction(e, op.kind, x, axes, op.result, e.ipuOf(op));
+}
+
+function lowerArgmax(op: Op, e: GraphEmitter): void {
+  const x = op.operands[0]!;
+  const ipu = e.ipuOf(op);
+  const g = e.g(ipu);
+  const shape = x.type.shape;
+  const out = op.result;
+  if (shape.length === 0) {
+    const t = e.newResult(out, ipu);
+    e.emit(`popops::zero(${g}, ${t}, prog, ${e.debugName('argmax')});`);
+    return;
+  }
+  const axis = normalizeAxis(op.attrs['axis'] as number, shape.length);
+  const len = shape[axis]!;
+  const rows = numElements(shape) / Math.max(len, 1);
+  const t = e.newResult(out, ipu);
+  if (rows === 0 || numElements(out.type.shape) === 0) return;
+  const dtype = x.type.dtype;
+  const floatLike = isFloat(dtype);
+  const selectLast = op.attrs['select_last_index'] as boolean;
+  // NaN is the maximum; ties go to the first index (or the last with select_last_index)
+  const body = (name: string) =>
+    [
+      'template <typename T>',
+      `class ${name} : public poplar::MultiVertex {`,
+      'public:',
+      '  poplar::Input<poplar::Vector<T>> in;',
+      '  poplar::Output<poplar::Vector<int>> out;',
+      '',
+      '  void compute(unsigned workerId) {',
+      `    const unsigned len = ${len};`,
+      `    const bool selectLast = ${selectLast};`,
+      '    for (unsigned r = workerId; r < out.size(); r += numWorkers()) {',
+      '      unsigned best = 0;',
+      `      ${floatLike ? 'float bv = float(in[r * len]);' : 'T bv = in[r * len];'}`,
+      '      for (unsigned j = 1; j < len; ++j) {',
+      `        ${floatLike ? 'const float v = float(in[r * len + j]);' : 'const T v = in[r * len + j];'}`,
+      ...(floatLike
+        ? [
+            '        if (bv != bv) {',
+            '          if (selectLast && v != v) best = j;',
+            '          continue;',
+            '        }',
+            '        if (v != v || v > bv || (selectLast && v == bv)) {',
+          ]
+        : ['        if (v > bv || (selectLast && v == bv)) {']),
+      '          best = j;',
+      '          bv = v;',
+      '        }',
+      '      }',
+      '      out[r] = int(best);',
+      '    }',
+      '  }',
+      '};',
+    ].join('\n');
+  const cls = e.mc.codelets.add(floatLike ? 'ArgMax' : 'ArgMaxInt', `${len},${selectLast}`, body, floatLike ? ['float', 'half'] : []);
+  const vertex = e.mc.codelets.vertexName(cls, deviceType(dtype).device);
+  const perm = [...shape.keys()].filter((d) => d !== axis).concat([axis]);
+  const rowsView = e.local('f');
+  const fo = e.local('f');
+  e.emit(`poplar::Tensor ${rowsView} = ${e.operand(op, 0)}.dimShuffle({${perm.join(', ')}}).reshape({${rows}, ${len}});`);
+  e.emit(`poplar::Tensor ${fo} = ${t}.flatten();`);
+  const cs = e.computeSet('argmax');
+  e.emit(`forEachRegion(${g}, ${fo}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
+  e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {{"in", ${rowsView}.slice(b, e).flatten()}, {"out", ${fo}.slice(b, e)}});`);
+  e.emit(`  ${g}.setTileMapping(v, tile);`);
+  e.emit('});');
+  e.emit(`prog.add(poplar::program::Execute(${cs}));`);
+}
+
+export const REDUCE_LOWERINGS: Record<string, Lowering> = {
+  reduce_sum: lowerReduce,
+  reduce_mean: lowerReduce,
+  reduce_max: lowerReduce,
+  reduce_min: lowerReduce,
+  reduce_prod: lowerReduce,
+  argmax: lowerArgmax,
+};

@@ -1,0 +1,341 @@
+import {
+  DType,
+  DiagnosticError,
+  Module,
+  ProgramNode,
+  Tensor,
+  error,
+  float32ToHalfBits,
+  formatShape,
+  formatType,
+  getOpDef,
+  halfBitsToFloat,
+  isInitSpec,
+  materializeInit,
+  numElements,
+  shapesEqual,
+} from '@tilegraph/ir';
+import { BuildPlan, GenerateOptions, generatePoplar } from '@tilegraph/codegen-poplar';
+import type { Options } from '@tilegraph/frontend';
+import { Backend, BackendFactory, BackendOptions } from '../session/backend.js';
+import { BuildOptions, BuiltExecutable, buildExecutable } from './build.js';
+import { ChildProcessError, SyncProcess } from './sync.js';
+
+/**
+ * The compiled backend: the Module's generated Poplar program, built for the SDK or the
+ * emulation, running as a child process that the session drives over the stdin/stdout
+ * protocol of the code generator. It keeps no copy of the state: reads and writes go to the
+ * device.
+ */
+
+export interface CompiledBackendOptions extends GenerateOptions, BuildOptions {
+  /** Longest wait for one answer of the executable (default 10 minutes). */
+  timeoutMs?: number;
+}
+
+/** What a compiled backend runs: a built executable and the initial values of its state. */
+export interface ExecutableImage {
+  readonly dir: string;
+  readonly executable: string;
+  readonly args: readonly string[];
+  readonly plan: BuildPlan;
+  readonly initial: ReadonlyMap<string, Tensor>;
+}
+
+const encoder = new TextEncoder();
+
+/** Device bytes of a tensor (float16 as IEEE half bits, bool as bytes), little-endian. */
+export function tensorBytes(t: Tensor): Uint8Array {
+  switch (t.dtype) {
+    case 'float16': {
+      const h = new Uint16Array(t.size);
+      for (let i = 0; i < t.size; i++) h[i] = float32ToHalfBits(t.data[i]!);
+      return new Uint8Array(h.buffer);
+    }
+    case 'float32':
+      return new Uint8Array(Float32Array.from(t.data).buffer);
+    case 'int32':
+      return new Uint8Array(Int32Array.from(t.data).buffer);
+    case 'uint32':
+      return new Uint8Array(Uint32Array.from(t.data).buffer);
+    case 'bool':
+      return Uint8Array.from(t.data, (x) => (x ? 1 : 0));
+    default:
+      throw new DiagnosticError(error(`${t.dtype} tensors cannot be sent to the device`));
+  }
+}
+
+export function bytesPerElement(t: DType): number {
+  return t === 'float16' ? 2 : t === 'bool' ? 1 : 4;
+}
+
+/** A tensor from device bytes. */
+export function tensorFromBytes(dtype: DType, shape: readonly number[], bytes: Uint8Array): Tensor {
+  const n = numElements(shape);
+  const copy = bytes.slice(0, n * bytesPerElement(dtype));
+  switch (dtype) {
+    case 'float16': {
+      const h = new Uint16Array(copy.buffer);
+      const out = new Float32Array(n);
+      for (let i = 0; i < n; i++) out[i] = halfBitsToFloat(h[i]!);
+      return new Tensor(dtype, shape, out);
+    }
+    case 'float32':
+      return new Tensor(dtype, shape, new Float32Array(copy.buffer));
+    case 'int32':
+      return new Tensor(dtype, shape, new Int32Array(copy.buffer));
+    case 'uint32':
+      return new Tensor(dtype, shape, new Uint32Array(copy.buffer));
+    case 'bool':
+      return new Tensor(dtype, shape, copy);
+    default:
+      throw new Error(`no device type ${dtype}`);
+  }
+}
+
+function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}
+
+/** The reference's scrambling of the run seed (murmur3 finaliser), as ops/random.ts does it. */
+function mixSeed(seed: number): number {
+  let h = seed >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/** Initial values of the module's state, as the reference interpreter starts from them. */
+export function initialState(m: Module): Map<string, Tensor> {
+  const out = new Map<string, Tensor>();
+  for (const v of m.variables.values()) {
+    let t = isInitSpec(v.init) ? materializeInit(v.init, v.type.dtype, v.type.shape) : (v.init as Tensor);
+    if (t.dtype !== v.type.dtype) t = Tensor.from(v.type.dtype, v.type.shape, t.data);
+    out.set(v.name, t);
+  }
+  return out;
+}
+
+/** Turns a failure of the executable into a diagnostic with its stderr. */
+function asDiagnostic(e: unknown, what: string): never {
+  if (e instanceof ChildProcessError) {
+    const lines = e.stderr.trim().split('\n').filter((l) => l.trim() !== '');
+    const shown = lines.length > 40 ? [...lines.slice(0, 10), `... (${lines.length - 30} lines)`, ...lines.slice(-20)] : lines;
+    const oom = lines.find((l) => /Out of memory on tile/.test(l));
+    const notes = [...(oom ? ['the program does not fit in tile memory: try setAvailableMemoryProportion, serializedMatMul, recomputation or more IPUs'] : []), ...shown.map((l) => `executable: ${l}`)];
+    throw new DiagnosticError(error(`${what}: ${e.message}`, undefined, notes));
+  }
+  throw e;
+}
+
+export class CompiledBackend implements Backend {
+  readonly kind = 'compiled';
+  readonly plan: BuildPlan;
+  private readonly proc: SyncProcess;
+  private readonly timeoutMs: number;
+  private readonly print: (line: string) => void;
+  private readonly R: number;
+
+  constructor(
+    readonly image: ExecutableImage,
+    opts: BackendOptions & { timeoutMs?: number } = {},
+  ) {
+    this.plan = image.plan;
+    this.R = image.plan.replicationFactor;
+    this.timeoutMs = opts.timeoutMs ?? 10 * 60 * 1000;
+    this.print = opts.print ?? ((l) => console.log(l));
+    this.proc = new SyncProcess(image.executable, image.args, image.dir);
+    try {
+      for (const s of this.plan.state) {
+        const t = image.initial.get(s.name);
+        if (!t) throw new DiagnosticError(error(`no initial value for '${s.name}'`));
+        this.writeAll(s.handle, tensorBytes(t), 'loading the weights');
+      }
+      if (this.plan.random) {
+        const seed = opts.seed ?? 0;
+        const seeds = new Uint32Array(this.R);
+        for (let r = 0; r < this.R; r++) seeds[r] = mixSeed(seed + r * 0x9e3779b1);
+        this.command([encoder.encode(`write seed ${seeds.byteLength}\n`), new Uint8Array(seeds.buffer)], 'setting the random seed');
+        const zero = new Uint8Array(4 * this.R);
+        this.command([encoder.encode(`write step ${zero.length}\n`), zero], 'setting the random seed');
+      }
+    } catch (e) {
+      this.proc.kill();
+      throw e;
+    }
+  }
+
+  /** Generates, builds (or finds in the cache) and starts the executable for a module. */
+  static compile(module: Module, opts: CompiledBackendOptions & BackendOptions = {}): CompiledBackend {
+    const built = compileModule(module, opts);
+    return new CompiledBackend({ ...built, initial: initialState(module) }, opts);
+  }
+
+  private command(parts: Uint8Array[], what: string): { sizes: number[]; payload: Uint8Array } {
+    try {
+      return this.proc.request(parts, this.timeoutMs);
+    } catch (e) {
+      asDiagnostic(e, `the compiled program failed while ${what}`);
+    }
+  }
+
+  /** Writes the same value to every replica. */
+  private writeAll(handle: string, one: Uint8Array, what: string): void {
+    const all = concatBytes(Array.from({ length: this.R }, () => one));
+    this.command([encoder.encode(`write ${handle} ${all.length}\n`), all], what);
+  }
+
+  private stateInfo(name: string) {
+    const s = this.plan.state.find((x) => x.name === name);
+    if (!s) throw new DiagnosticError(error(`no parameter or variable named '${name}'`));
+    return s;
+  }
+
+  run(streams: Readonly<Record<string, readonly Tensor[]>>): Record<string, Tensor[]> {
+    const R = this.R;
+    const sizes: number[] = [];
+    const payloads: Uint8Array[] = [];
+    for (const s of this.plan.inputs) {
+      const need = s.perRun * R;
+      if (need === 0) {
+        sizes.push(0);
+        continue;
+      }
+      const list = streams[s.name];
+      if (!list) throw new DiagnosticError(error(`no data was given for input '${s.name}'`));
+      if (list.length < need) throw new DiagnosticError(error(`input '${s.name}' ran out of data after ${list.length} micro-batches`));
+      const parts: Uint8Array[] = [];
+      for (let k = 0; k < need; k++) {
+        const t = list[k]!;
+        if (t.dtype !== s.dtype || !shapesEqual(t.shape, s.shape)) {
+          throw new DiagnosticError(error(`input '${s.name}' expects ${formatType(s)} but was given ${t.dtype}${formatShape(t.shape)}`));
+        }
+        parts.push(tensorBytes(t));
+      }
+      const all = concatBytes(parts);
+      sizes.push(all.length);
+      payloads.push(all);
+    }
+    const answer = this.command([encoder.encode(`run ${sizes.join(' ')}`.trimEnd() + '\n'), ...payloads], 'running a step');
+    if (answer.sizes.length !== this.plan.outputs.length) {
+      throw new DiagnosticError(error(`the executable returned ${answer.sizes.length} streams but the plan has ${this.plan.outputs.length}`));
+    }
+    // split each output stream into its copies, replica fastest
+    const chunks: Tensor[][] = [];
+    let offset = 0;
+    this.plan.outputs.forEach((o, i) => {
+      const n = answer.sizes[i]!;
+      const per = numElements(o.shape) * bytesPerElement(o.dtype);
+      const count = o.perRun * R;
+      const list: Tensor[] = [];
+      for (let k = 0; k < count; k++) list.push(tensorFromBytes(o.dtype, o.shape, answer.payload.subarray(offset + k * per, offset + (k + 1) * per)));
+      chunks.push(list);
+      offset += n;
+    });
+    const out: Record<string, Tensor[]> = {};
+    this.plan.outputs.forEach((o, i) => {
+      if (o.kind === 'output' && o.perRun > 0) out[o.name] = chunks[i]!;
+    });
+    if (this.plan.outputs.some((o) => o.kind === 'print')) this.replayPrints(chunks);
+    return out;
+  }
+
+  /** Prints what ipu_print_tensor saw, in the reference's order (execution, replica, op). */
+  private replayPrints(chunks: Tensor[][]): void {
+    const printOp = getOpDef('ipu_print_tensor')!;
+    const seen = new Map<number, number>();
+    const ctx = { seed: 0, step: 0, print: this.print };
+    const visit = (p: ProgramNode): void => {
+      switch (p.kind) {
+        case 'sequence':
+          p.body.forEach(visit);
+          return;
+        case 'repeat':
+          for (let i = 0; i < p.count; i++) visit(p.body);
+          return;
+        case 'execute': {
+          const streams = this.plan.prints[p.graph] ?? [];
+          for (let r = 0; r < this.R; r++) {
+            for (const s of streams) {
+              const k = seen.get(s) ?? 0;
+              const o = this.plan.outputs[s]!;
+              printOp.kernel([chunks[s]![k * this.R + r]!], { title: o.title ?? '' }, ctx);
+            }
+          }
+          for (const s of streams) seen.set(s, (seen.get(s) ?? 0) + 1);
+          return;
+        }
+        default:
+          return;
+      }
+    };
+    visit(this.plan.program);
+  }
+
+  read(name: string): Tensor[] {
+    const s = this.stateInfo(name);
+    const a = this.command([encoder.encode(`read ${s.handle}\n`)], `reading '${name}'`);
+    return Array.from({ length: this.R }, (_, r) => tensorFromBytes(s.dtype, s.shape, a.payload.subarray(r * s.bytes, (r + 1) * s.bytes)));
+  }
+
+  write(name: string, value: Tensor, replicas?: readonly number[]): void {
+    const s = this.stateInfo(name);
+    if (value.dtype !== s.dtype || !shapesEqual(value.shape, s.shape)) {
+      throw new DiagnosticError(error(`'${name}' is ${formatType(s)}; cannot write ${value.dtype}${formatShape(value.shape)}`));
+    }
+    if (!replicas) {
+      this.writeAll(s.handle, tensorBytes(value), `writing '${name}'`);
+      return;
+    }
+    const current = this.read(name);
+    for (const r of replicas) current[r] = value;
+    const all = concatBytes(current.map(tensorBytes));
+    this.command([encoder.encode(`write ${s.handle} ${all.length}\n`), all], `writing '${name}'`);
+  }
+
+  /** Stops the executable. */
+  dispose(): void {
+    this.proc.close();
+  }
+}
+
+/** Generates and builds the executable of a module (through the cache). */
+export function compileModule(module: Module, opts: CompiledBackendOptions = {}): BuiltExecutable {
+  const sources = generatePoplar(module, opts);
+  return buildExecutable(sources, opts);
+}
+
+/** A backend factory running modules compiled with the given options. */
+export function compiledBackendWith(opts: CompiledBackendOptions = {}): BackendFactory {
+  return (module, bopts) => CompiledBackend.compile(module, { ...opts, ...bopts });
+}
+
+/** The compiled backend with default options (the emulation unless popc is on PATH). */
+export const compiledBackend: BackendFactory = compiledBackendWith();
+
+/** The compile options a PopTorch-style Options object asks for. */
+export function compileOptionsFrom(options: Options): CompiledBackendOptions {
+  const perIpu: Record<number, number> = {};
+  for (let i = 0; i < 64; i++) {
+    const p = options.availableMemoryProportionFor(i);
+    if (p !== undefined) perIpu[i] = p;
+  }
+  return {
+    ...(options.executable_cache_dir !== undefined ? { cacheDir: options.executable_cache_dir } : {}),
+    showProgress: options.show_compilation_progress_bar,
+    availableMemoryProportionPerIpu: perIpu,
+    partialsType: options.Precision.partials_type,
+    sourceLocationExcludes: options.source_location_excludes,
+  };
+}
+
+/** A backend factory honouring an Options object (cache folder, progress bar, memory, partials). */
+export function compiledBackendFor(options: Options, extra: CompiledBackendOptions = {}): BackendFactory {
+  return compiledBackendWith({ ...compileOptionsFrom(options), ...extra });
+}

@@ -1,0 +1,57 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runJobsSync } from './sync.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-sync-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function gone(pid: number): Promise<boolean> {
+  for (let i = 0; i < 50 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  return !alive(pid);
+}
+
+describe('synchronous job runner', () => {
+  test('stages run in order and report progress', () => {
+    const labels: string[] = [];
+    const f = runJobsSync(
+      [
+        [{ cmd: 'mkdir', args: [path.join(tmp, 'a')], cwd: tmp, label: 'mkdir' }],
+        [{ cmd: 'touch', args: [path.join(tmp, 'a', 'b')], cwd: tmp, label: 'touch' }],
+      ],
+      { parallel: 2, timeoutMs: 30_000, onProgress: (l) => labels.push(l) },
+    );
+    expect(f).toBeUndefined();
+    expect(labels).toEqual(['mkdir', 'touch']);
+    expect(fs.existsSync(path.join(tmp, 'a', 'b'))).toBe(true);
+  });
+
+  test('a failing command is reported with its output; the rest of the build stops', () => {
+    const f = runJobsSync([[{ cmd: 'ls', args: [path.join(tmp, 'missing')], cwd: tmp, label: 'ls' }], [{ cmd: 'touch', args: [path.join(tmp, 'never')], cwd: tmp, label: 'touch' }]], {
+      parallel: 1,
+      timeoutMs: 30_000,
+    });
+    expect(f?.job.label).toBe('ls');
+    expect(f?.code).not.toBe(0);
+    expect(f?.stderr).toContain('missing');
+    expect(fs.existsSync(path.join(tmp, 'never'))).toBe(false);
+  });
+
+  test('a build past its deadline is stopped and its commands killed', async () => {
+    const pidFile = path.join(tmp, 'pid');
+    const start = Date.now();
+    const f = runJobsSync([[{ cmd: 'sh', args: ['-c', `echo $$ > ${pidFile}; exec sleep 60`], cwd: tmp, label: 'sleep' }]], { parallel: 1, timeoutMs: 1000 });
+    expect(Date.now() - start).toBeLessThan(10_000);
+    expect(f?.stderr).toContain('did not finish within 1 s');
+    expect(await gone(Number(fs.readFileSync(pidFile, 'utf8')))).toBe(true);
+  });
+});

@@ -1,0 +1,327 @@
+import { MessageChannel, MessagePort, Worker, receiveMessageOnPort } from 'node:worker_threads';
+
+/**
+ * Synchronous control of child processes. Sessions run steps synchronously (Backend.run returns
+ * its outputs), so the compiled backend and the build driver talk to child processes from a
+ * worker thread while the calling thread waits on a shared counter with a timeout: the caller
+ * blocks, but never without a deadline, and a dead or silent child surfaces as an error.
+ */
+
+/** The worker: spawns children with argument arrays (never a shell) and reports on a port. */
+const WORKER_SOURCE = String.raw`
+const { workerData, parentPort } = require('worker_threads');
+const { spawn } = require('child_process');
+const signal = new Int32Array(workerData.signal);
+const port = workerData.port;
+const MAX_LOG = 1 << 20;
+function post(msg, transfer) {
+  port.postMessage(msg, transfer || []);
+  Atomics.add(signal, 0, 1);
+  Atomics.notify(signal, 0);
+}
+function keepTail(s) { return s.length > MAX_LOG ? s.slice(s.length - MAX_LOG) : s; }
+
+if (workerData.mode === 'jobs') {
+  // stages run one after another; the commands of a stage run in parallel (at most 'parallel')
+  const stages = workerData.stages;
+  const parallel = Math.max(1, workerData.parallel);
+  const children = new Set();
+  let killing = false;
+  parentPort.on('message', (m) => {
+    if (m && m.type === 'kill') {
+      // answered once every child has exited (and been reaped)
+      killing = true;
+      if (children.size === 0) post({ type: 'killed' });
+      for (const c of children) c.kill('SIGKILL');
+    }
+  });
+  let s = 0;
+  const runStage = () => {
+    if (s >= stages.length) { post({ type: 'done' }); return; }
+    const jobs = stages[s++];
+    let next = 0, running = 0, failed = false, finished = 0;
+    const startOne = () => {
+      const job = jobs[next++];
+      running++;
+      let out = '', err = '';
+      let child;
+      try {
+        child = spawn(job.cmd, job.args, { cwd: job.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: job.env || process.env });
+      } catch (e) {
+        failed = true;
+        post({ type: 'error', job, code: null, signal: null, stdout: '', stderr: String(e && e.message || e) });
+        return;
+      }
+      children.add(child);
+      const timer = job.timeoutMs ? setTimeout(() => { err += '\n[killed after ' + job.timeoutMs + ' ms]'; child.kill('SIGKILL'); }, job.timeoutMs) : undefined;
+      child.stdout.on('data', (d) => { out = keepTail(out + d); });
+      child.stderr.on('data', (d) => { err = keepTail(err + d); });
+      child.on('error', (e) => { err += String(e && e.message || e); });
+      child.on('close', (code, sig) => {
+        children.delete(child);
+        if (timer) clearTimeout(timer);
+        running--;
+        if (killing) {
+          if (children.size === 0) post({ type: 'killed' });
+          return;
+        }
+        finished++;
+        if (failed) return;
+        if (code !== 0) {
+          failed = true;
+          post({ type: 'error', job, code, signal: sig, stdout: out, stderr: err });
+          return;
+        }
+        post({ type: 'progress', label: job.label });
+        if (finished === jobs.length) runStage();
+        else while (running < parallel && next < jobs.length) startOne();
+      });
+    };
+    if (jobs.length === 0) { runStage(); return; }
+    while (running < parallel && next < jobs.length) startOne();
+  };
+  runStage();
+} else {
+  // one long-lived child answering requests: each request is written to its stdin and answered
+  // by a line "ok n1 n2 ...\n" followed by n1 + n2 + ... bytes
+  const child = spawn(workerData.cmd, workerData.args, { cwd: workerData.cwd, stdio: ['pipe', 'pipe', 'pipe'], env: workerData.env || process.env });
+  Atomics.store(signal, 1, child.pid || -1);
+  let chunks = [];
+  let size = 0;
+  let stderr = '';
+  let pending = false;
+  let closed = false;
+  child.stdin.on('error', () => {});
+  child.on('error', (e) => { stderr += String(e && e.message || e); });
+  child.stderr.on('data', (d) => { stderr = keepTail(stderr + d); });
+  const parse = () => {
+    if (!pending || size === 0) return;
+    const buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    chunks = [buf];
+    const nl = buf.indexOf(10);
+    if (nl < 0) {
+      if (buf.length > 4096) { pending = false; post({ type: 'error', reason: 'protocol', line: buf.subarray(0, 200).toString('latin1'), stderr }); }
+      return;
+    }
+    const line = buf.subarray(0, nl).toString('latin1');
+    const words = line.split(' ');
+    if (words[0] !== 'ok') { pending = false; post({ type: 'error', reason: 'protocol', line: line.slice(0, 200), stderr }); return; }
+    const sizes = words.slice(1).map(Number);
+    if (sizes.some((n) => !Number.isSafeInteger(n) || n < 0)) { pending = false; post({ type: 'error', reason: 'protocol', line: line.slice(0, 200), stderr }); return; }
+    const need = nl + 1 + sizes.reduce((a, b) => a + b, 0);
+    if (buf.length < need) return;
+    const payload = new Uint8Array(need - nl - 1);
+    payload.set(buf.subarray(nl + 1, need));
+    const rest = buf.subarray(need);
+    chunks = rest.length ? [rest] : [];
+    size = rest.length;
+    pending = false;
+    post({ type: 'answer', sizes, payload }, [payload.buffer]);
+  };
+  child.stdout.on('data', (d) => { chunks.push(d); size += d.length; parse(); });
+  child.on('close', (code, sig) => {
+    closed = true;
+    post({ type: 'closed', code, signal: sig, stderr, pending });
+    pending = false;
+  });
+  parentPort.on('message', (req) => {
+    if (closed) { post({ type: 'closed', code: null, signal: null, stderr, pending: true }); return; }
+    pending = req.expectAnswer;
+    for (const part of req.parts) child.stdin.write(Buffer.from(part));
+    if (req.end) child.stdin.end();
+    parse();
+  });
+}
+`;
+
+interface Channel {
+  worker: Worker;
+  port: MessagePort;
+  signal: Int32Array;
+}
+
+function startWorker(data: Record<string, unknown>): Channel {
+  const signal = new Int32Array(new SharedArrayBuffer(8));
+  const { port1, port2 } = new MessageChannel();
+  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { ...data, signal: signal.buffer, port: port1 }, transferList: [port1] });
+  worker.unref();
+  return { worker, port: port2, signal };
+}
+
+/** Waits for the next message from the worker, or undefined after `timeoutMs`. */
+function nextMessage(ch: Channel, deadline: number, tick?: () => void): Record<string, unknown> | undefined {
+  for (;;) {
+    const m = receiveMessageOnPort(ch.port);
+    if (m) return m.message as Record<string, unknown>;
+    const now = Date.now();
+    if (now >= deadline) return undefined;
+    const seen = Atomics.load(ch.signal, 0);
+    const again = receiveMessageOnPort(ch.port);
+    if (again) return again.message as Record<string, unknown>;
+    Atomics.wait(ch.signal, 0, seen, Math.min(deadline - now, tick ? 200 : 60_000));
+    tick?.();
+  }
+}
+
+export interface Job {
+  readonly cmd: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly label: string;
+  readonly timeoutMs?: number;
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}
+
+export interface JobFailure {
+  readonly job: Job;
+  readonly code: number | null;
+  readonly signal: string | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs stages of commands (the commands of a stage in parallel), calling `onProgress` after each
+ * finished command and `tick` while waiting. Returns the first failure, if any.
+ */
+export function runJobsSync(
+  stages: readonly (readonly Job[])[],
+  opts: { parallel: number; timeoutMs: number; onProgress?: (label: string) => void; tick?: () => void },
+): JobFailure | undefined {
+  const ch = startWorker({ mode: 'jobs', stages, parallel: opts.parallel });
+  const deadline = Date.now() + opts.timeoutMs;
+  try {
+    for (;;) {
+      const m = nextMessage(ch, deadline, opts.tick);
+      if (!m) {
+        // stop the compilers still running before giving up
+        ch.worker.postMessage({ type: 'kill' });
+        const until = Date.now() + 5000;
+        for (let k = nextMessage(ch, until); k && k['type'] !== 'killed'; k = nextMessage(ch, until));
+        return { job: stages.flat()[0]!, code: null, signal: null, stdout: '', stderr: `the build did not finish within ${Math.round(opts.timeoutMs / 1000)} s` };
+      }
+      if (m['type'] === 'progress') opts.onProgress?.(m['label'] as string);
+      else if (m['type'] === 'done') return undefined;
+      else if (m['type'] === 'error') {
+        // the other commands of the stage are of no use now
+        ch.worker.postMessage({ type: 'kill' });
+        const until = Date.now() + 5000;
+        for (let k = nextMessage(ch, until); k && k['type'] !== 'killed'; k = nextMessage(ch, until));
+        return m as unknown as JobFailure;
+      }
+    }
+  } finally {
+    void ch.worker.terminate();
+  }
+}
+
+export class ChildProcessError extends Error {
+  constructor(
+    message: string,
+    readonly stderr: string,
+    readonly code: number | null,
+  ) {
+    super(message);
+    this.name = 'ChildProcessError';
+  }
+}
+
+const live = new Set<SyncProcess>();
+let exitHook = false;
+
+/**
+ * A long-lived child process spoken to synchronously: request() writes a command and waits (with
+ * a deadline) for its answer. The child is killed on timeouts and when this process exits.
+ */
+export class SyncProcess {
+  private readonly ch: Channel;
+  private closed = false;
+  private stderrTail = '';
+
+  constructor(cmd: string, args: readonly string[], cwd: string, env?: Readonly<Record<string, string | undefined>>) {
+    this.ch = startWorker({ mode: 'process', cmd, args, cwd, env });
+    live.add(this);
+    if (!exitHook) {
+      exitHook = true;
+      process.on('exit', () => {
+        for (const p of live) p.kill();
+      });
+    }
+  }
+
+  get pid(): number {
+    return Atomics.load(this.ch.signal, 1);
+  }
+
+  /** stderr of the child so far (its tail), once it has exited. */
+  get stderr(): string {
+    return this.stderrTail;
+  }
+
+  /**
+   * Sends `parts` (a command line and payloads) and waits for the answer: the sizes on the "ok"
+   * line and the payload bytes. Throws ChildProcessError when the child exits, answers something
+   * else, or does not answer within `timeoutMs`.
+   */
+  request(parts: readonly Uint8Array[], timeoutMs: number): { sizes: number[]; payload: Uint8Array } {
+    if (this.closed) throw new ChildProcessError('the executable is no longer running', this.stderrTail, null);
+    const copies = parts.map((p) => p.slice());
+    this.ch.worker.postMessage({ parts: copies, expectAnswer: true }, copies.map((c) => c.buffer));
+    const deadline = Date.now() + timeoutMs;
+    const m = nextMessage(this.ch, deadline);
+    if (!m) {
+      this.kill();
+      // the worker reports the exit with the child's stderr
+      const after = nextMessage(this.ch, Date.now() + 5000);
+      this.finish();
+      const stderr = (after?.['stderr'] as string | undefined) ?? '';
+      this.stderrTail = stderr;
+      throw new ChildProcessError(`the executable did not answer within ${Math.round(timeoutMs / 1000)} s and was stopped`, stderr, null);
+    }
+    if (m['type'] === 'answer') return { sizes: m['sizes'] as number[], payload: m['payload'] as Uint8Array };
+    const stderr = (m['stderr'] as string | undefined) ?? '';
+    this.stderrTail = stderr;
+    if (m['type'] === 'closed') {
+      this.finish();
+      const how = m['signal'] ? `was killed by ${m['signal'] as string}` : `exited with code ${m['code'] as number}`;
+      throw new ChildProcessError(`the executable ${how}`, stderr, (m['code'] as number | null) ?? null);
+    }
+    this.kill();
+    this.finish();
+    throw new ChildProcessError(`the executable answered '${m['line'] as string}' instead of 'ok'`, stderr, null);
+  }
+
+  /** Sends "quit" and waits briefly for the child to exit; kills it otherwise. */
+  close(timeoutMs = 10_000): void {
+    if (this.closed) return;
+    const quit = new TextEncoder().encode('quit\n');
+    this.ch.worker.postMessage({ parts: [quit], expectAnswer: false, end: true }, [quit.buffer]);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const m = nextMessage(this.ch, deadline);
+      if (!m) {
+        this.kill();
+        break;
+      }
+      if (m['type'] === 'closed') break;
+    }
+    this.finish();
+  }
+
+  kill(): void {
+    const pid = this.pid;
+    if (pid > 0 && !this.closed) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
+
+  private finish(): void {
+    this.closed = true;
+    live.delete(this);
+    void this.ch.worker.terminate();
+  }
+}

@@ -1,0 +1,99 @@
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The tools that turn generated sources into an executable: the Poplar SDK (popc on PATH) or
+ * the bundled emulation (g++ and packages/runtime/poplar-host).
+ */
+export type Toolchain =
+  | { readonly kind: 'sdk'; readonly popc: string; readonly cxx: string; readonly version: string }
+  | {
+      readonly kind: 'emulation';
+      readonly cxx: string;
+      readonly node: string;
+      /** packages/runtime/poplar-host */
+      readonly poplarHost: string;
+      /** Hash of the poplar-host sources and the compiler version. */
+      readonly version: string;
+    };
+
+/** The executable `name` on PATH, if any. */
+export function findOnPath(name: string): string | undefined {
+  for (const dir of (process.env['PATH'] ?? '').split(path.delimiter)) {
+    if (!dir) continue;
+    const p = path.join(dir, name);
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      if (fs.statSync(p).isFile()) return p;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+function firstLine(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 30_000 });
+  return `${r.stdout ?? ''}${r.stderr ?? ''}`.split('\n')[0]!.trim();
+}
+
+/** packages/runtime/poplar-host, next to this package's src/ and dist/. */
+export function poplarHostDir(): string {
+  return fileURLToPath(new URL('../../poplar-host/', import.meta.url));
+}
+
+/** sha256 of every file under the given directories (paths and contents), in a stable order. */
+export function hashTree(dirs: readonly string[]): string {
+  const h = createHash('sha256');
+  const walk = (d: string): void => {
+    if (!fs.existsSync(d)) return;
+    for (const e of fs.readdirSync(d, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile()) {
+        h.update(p.slice(d.length));
+        h.update('\0');
+        h.update(fs.readFileSync(p));
+        h.update('\0');
+      }
+    }
+  };
+  for (const d of dirs) {
+    h.update(`dir:${path.basename(d)}\0`);
+    walk(d);
+  }
+  return h.digest('hex');
+}
+
+let cached: Toolchain | undefined;
+
+/**
+ * Picks the toolchain: `popc` on PATH means the SDK, otherwise the emulation. `prefer` forces
+ * one (an error names what is missing).
+ */
+export function findToolchain(prefer: 'auto' | 'sdk' | 'emulation' = 'auto'): Toolchain {
+  if (prefer === 'auto' && cached) return cached;
+  const cxx = process.env['CXX'] || findOnPath('g++') || findOnPath('c++');
+  if (!cxx) throw new Error('no C++ compiler found: install g++ (or set CXX)');
+  const popc = prefer === 'emulation' ? undefined : findOnPath('popc');
+  let t: Toolchain;
+  if (popc) {
+    t = { kind: 'sdk', popc, cxx, version: `${firstLine(popc, ['--version'])} | ${firstLine(cxx, ['--version'])}` };
+  } else {
+    if (prefer === 'sdk') throw new Error('the Poplar SDK was requested but popc is not on PATH (source the SDK enable script)');
+    const poplarHost = poplarHostDir();
+    if (!fs.existsSync(path.join(poplarHost, 'include', 'poplar', 'Graph.hpp'))) {
+      throw new Error(`the Poplar emulation is missing (${poplarHost}); reinstall tilegraph`);
+    }
+    const version = createHash('sha256')
+      .update(hashTree([path.join(poplarHost, 'include'), path.join(poplarHost, 'src'), path.join(poplarHost, 'tools')]))
+      .update(firstLine(cxx, ['--version']))
+      .digest('hex');
+    t = { kind: 'emulation', cxx, node: process.execPath, poplarHost, version };
+  }
+  if (prefer === 'auto') cached = t;
+  return t;
+}
