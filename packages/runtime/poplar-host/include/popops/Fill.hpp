@@ -1,0 +1,26 @@
+// poplar-host: a CPU emulation of the public PopLibs API.
+#ifndef popops_Fill_hpp
+#define popops_Fill_hpp
+
+#include <poplar/DebugContext.hpp>
+#include <poplar/Graph.hpp>
+#include <poplar/Program.hpp>
+#include <poplar_host/ScalarValue.hpp>
+
+namespace popops {
+
+namespace detail {
+void fillValue(poplar::Graph &graph, const poplar::Tensor &t, poplar::program::Sequence &prog,
+               const poplar_host::ScalarValue &value, const poplar::DebugContext &debugContext);
+}
+
+/// Sets every element of t to fillValue (converted to t's type).
+template <typename FillValueType>
+void fill(poplar::Graph &graph, const poplar::Tensor &t, poplar::program::Sequence &prog, FillValueType fillValue,
+          const poplar::DebugContext &debugContext = {}) {
+  detail::fillValue(graph, t, prog, poplar_host::ScalarValue::of(fillValue), debugContext);
+}
+
+} // namespace popops
+
+#endif

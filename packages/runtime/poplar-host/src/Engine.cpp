@@ -1,0 +1,895 @@
+// The engine: compiles a graph (checks, memory per tile, vertex binding
+// plans) and runs its programs. Each replica has its own copy of every
+// variable and of every vertex; replicas run on threads and meet at
+// collectives. A compute set runs as one BSP superstep: all its vertices
+// gather their inputs into private buffers, then compute, then their outputs
+// are scattered back.
+#include "internal.hpp"
+
+#include <poplar/Engine.hpp>
+#include <poplar/exceptions.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace poplar_host {
+
+using Kind = ProgramNode::Kind;
+
+// --- compile-time plans -----------------------------------------------------------
+
+/// How one edge of one vertex is fed: the regions of each connected tensor
+/// (one per list element) and where they sit in the vertex's buffer.
+struct EdgePlan {
+  const FieldDesc *desc = nullptr;
+  std::size_t elemSize = 0;
+  std::vector<std::vector<Region>> parts;
+  std::vector<std::size_t> partOffset; ///< bytes into the vertex buffer
+  std::vector<std::size_t> partElems;
+  bool write = false;
+};
+
+struct VertexPlan {
+  unsigned id = 0;
+  const VertexDesc *desc = nullptr;
+  std::string label;
+  std::vector<EdgePlan> edges;
+  std::vector<std::pair<const FieldDesc *, std::vector<ScalarValue>>> states;
+  std::size_t bufferBytes = 0;
+};
+
+struct ComputeSetPlan {
+  std::string name;
+  std::vector<VertexPlan> vertices;
+  std::size_t bufferBytes = 0; ///< all vertex buffers together
+};
+
+/// Everything an engine needs, fixed when the graph is compiled.
+struct CompiledGraph {
+  std::shared_ptr<GraphState> graph; ///< keeps tensors' graph pointers valid
+  poplar::Target target;             ///< per replica
+  unsigned replicas = 1;
+  std::vector<VarInfo> vars; ///< snapshot (constants and initial values)
+  std::vector<StreamInfo> streams;
+  std::map<std::string, HostHandle> hostHandles;
+  std::vector<std::shared_ptr<ProgramNode>> programs;
+  std::vector<std::shared_ptr<ProgramNode>> functions;
+  std::map<unsigned, ComputeSetPlan> computeSets; ///< those the programs execute
+  std::vector<std::uint64_t> tileBytes;           ///< memory used per tile (one replica)
+  std::size_t numVertices = 0;
+  poplar::OptionFlags options;
+};
+
+namespace {
+
+std::size_t align8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
+
+/// Vertex state bytes on its tile: a word for the vertex, a pointer per scalar
+/// edge, pointer and size per vector, a pointer plus pointer-and-size per list
+/// element, and the values of plain members.
+std::uint64_t vertexStateBytes(const VertexPlan &p) {
+  std::uint64_t bytes = 4;
+  for (const auto &e : p.edges) {
+    if (e.desc->shape == FieldShape::Scalar) bytes += 4;
+    else if (e.desc->shape == FieldShape::Vector) bytes += 8;
+    else bytes += 4 + 8 * e.parts.size();
+  }
+  for (const auto &s : p.states) {
+    const std::size_t es = s.first->elementType.size();
+    if (s.first->shape == FieldShape::Scalar) bytes += (es + 3) & ~std::size_t(3);
+    else bytes += 8 + ((es * s.second.size() + 3) & ~std::size_t(3));
+  }
+  return bytes;
+}
+
+void checkTensorOfGraph(const GraphState &s, const poplar::Tensor &t, const char *what) {
+  if (!t.valid()) return;
+  if (impl(t).graph != &s) throw poplar::graph_program_compilation_error(message(what, " uses a tensor of another graph"));
+}
+
+/// Walks a program tree: checks references and collects compute sets and
+/// functions. Programs may share sub-programs but not contain themselves.
+void walkProgram(const GraphState &s, const std::shared_ptr<ProgramNode> &n, std::set<unsigned> &computeSets,
+                 std::set<unsigned> &functions, std::set<const ProgramNode *> &done,
+                 std::set<const ProgramNode *> &active) {
+  if (active.count(n.get())) throw poplar::graph_cycle_error("a program contains itself");
+  if (done.count(n.get())) return;
+  active.insert(n.get());
+  switch (n->kind) {
+  case Kind::Execute:
+    if (n->id >= s.computeSets.size()) throw poplar::graph_program_compilation_error("Execute of an unknown compute set");
+    computeSets.insert(n->id);
+    break;
+  case Kind::CopyFromStream:
+  case Kind::CopyToStream:
+    if (n->id >= s.streams.size()) throw poplar::graph_program_compilation_error("Copy with a stream of another graph");
+    break;
+  case Kind::Call:
+    if (n->id >= s.functions.size()) throw poplar::graph_program_compilation_error("Call of an unknown function");
+    functions.insert(n->id);
+    walkProgram(s, s.functions[n->id].getNode(), computeSets, functions, done, active);
+    break;
+  default: break;
+  }
+  checkTensorOfGraph(s, n->src, "a program");
+  checkTensorOfGraph(s, n->dst, "a program");
+  for (const auto &c : n->children) walkProgram(s, c, computeSets, functions, done, active);
+  active.erase(n.get());
+  done.insert(n.get());
+}
+
+VertexPlan planVertex(const GraphState &s, unsigned id) {
+  const auto &v = s.vertices[id];
+  VertexPlan p;
+  p.id = id;
+  p.desc = v.desc;
+  p.label = vertexLabel(s, id);
+  for (const auto &fd : v.desc->fields) {
+    if (!fd.supported) continue;
+    auto it = v.fields.find(fd.name);
+    if (fd.direction == FieldDirection::State) {
+      if (it == v.fields.end() || !it->second.valueSet)
+        throw poplar::graph_connection_error(message("Field '", fd.name, "' of ", p.label,
+                                                     " has no value (set it with Graph::setInitialValue)"));
+      p.states.emplace_back(&fd, it->second.values);
+      continue;
+    }
+    const bool connected = it != v.fields.end() && (fd.shape == FieldShape::List ? it->second.sizeSet
+                                                                                  : !it->second.tensors.empty());
+    if (!connected)
+      throw poplar::graph_connection_error(message("Field '", fd.name, "' of ", p.label, " is not connected"));
+    const auto &conn = it->second;
+    EdgePlan e;
+    e.desc = &fd;
+    e.elemSize = fd.elementType.size();
+    e.write = fd.direction != FieldDirection::In;
+    for (std::size_t i = 0; i < conn.tensors.size(); ++i) {
+      if (!conn.connected[i])
+        throw poplar::graph_connection_error(message("Element ", i, " of field '", fd.name, "' of ", p.label,
+                                                     " is not connected"));
+      const auto &t = impl(conn.tensors[i]);
+      e.parts.push_back(t.regions);
+      e.partOffset.push_back(p.bufferBytes);
+      e.partElems.push_back(t.numElements);
+      p.bufferBytes += align8(t.numElements * e.elemSize);
+    }
+    p.edges.push_back(std::move(e));
+  }
+  return p;
+}
+
+std::shared_ptr<CompiledGraph> compile(const poplar::Graph &graph, poplar::ArrayRef<poplar::program::Program> progs,
+                                       const poplar::OptionFlags &opts) {
+  const auto &s = state(graph);
+  auto cg = std::make_shared<CompiledGraph>();
+  cg->graph = graph.getState();
+  cg->target = s.target;
+  cg->replicas = s.replicationFactor;
+  cg->vars.reserve(s.vars.size());
+  for (const auto &v : s.vars) { // everything but the tile mapping, which only compile needs
+    VarInfo c;
+    c.name = v.name;
+    c.type = v.type;
+    c.numElements = v.numElements;
+    c.isConstant = v.isConstant;
+    c.constData = v.constData;
+    c.initData = v.initData;
+    cg->vars.push_back(std::move(c));
+  }
+  cg->streams = s.streams;
+  cg->hostHandles = s.hostHandles;
+  cg->options = opts;
+  cg->numVertices = s.vertices.size();
+
+  // Every variable and constant must be mapped completely.
+  for (const auto &v : s.vars) {
+    if (v.numElements == 0) continue;
+    if (v.tile.empty() || std::find(v.tile.begin(), v.tile.end(), -1) != v.tile.end())
+      throw poplar::invalid_graph(message("Tensor ", v.name, " has no tile mapping"));
+  }
+
+  std::set<unsigned> usedComputeSets, usedFunctions;
+  std::set<const ProgramNode *> done, active;
+  for (const auto &p : progs) {
+    cg->programs.push_back(p.getNode());
+    walkProgram(s, p.getNode(), usedComputeSets, usedFunctions, done, active);
+  }
+  for (const auto &f : s.functions) cg->functions.push_back(f.getNode());
+
+  // Vertices: tile, fields, and their share of tile memory.
+  const unsigned numTiles = s.target.getNumTiles();
+  cg->tileBytes.assign(numTiles, 0);
+  for (const auto &v : s.vars) {
+    const std::size_t es = v.type.size();
+    for (auto t : v.tile) cg->tileBytes[static_cast<std::size_t>(t)] += es;
+  }
+  for (unsigned cs = 0; cs < s.computeSets.size(); ++cs) {
+    ComputeSetPlan plan;
+    plan.name = s.computeSets[cs].name;
+    for (unsigned id : s.computeSets[cs].vertices) {
+      const auto &v = s.vertices[id];
+      if (v.tile < 0)
+        throw poplar::invalid_tile_mapping(message("Vertex ", id, " ('", v.typeName, "' in compute set '", plan.name,
+                                                   "') has no tile mapping"));
+      VertexPlan vp = planVertex(s, id);
+      cg->tileBytes[static_cast<std::size_t>(v.tile)] += vertexStateBytes(vp);
+      plan.bufferBytes += vp.bufferBytes;
+      plan.vertices.push_back(std::move(vp));
+    }
+    if (usedComputeSets.count(cs)) cg->computeSets[cs] = std::move(plan);
+  }
+
+  if (opts.get("debug.allowOutOfMemory", "false") != "true") {
+    const std::uint64_t limit = s.target.getBytesPerTile();
+    for (unsigned t = 0; t < numTiles; ++t)
+      if (cg->tileBytes[t] > limit)
+        throw poplar::graph_memory_allocation_error(message("Out of memory on tile ", t, ": ", cg->tileBytes[t],
+                                                            " bytes used but tiles only have ", limit,
+                                                            " bytes of memory"));
+  }
+  return cg;
+}
+
+/// A barrier for the replica threads that fails instead of hanging when a
+/// replica has stopped (an error, or control flow that skipped a collective).
+class ReplicaBarrier {
+public:
+  struct Aborted {};
+  explicit ReplicaBarrier(unsigned n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    if (aborted_ || finished_ > 0) {
+      if (!aborted_) diverged_ = true;
+      aborted_ = true;
+      cv_.notify_all();
+      throw Aborted{};
+    }
+    const auto gen = generation_;
+    if (++waiting_ == n_) {
+      waiting_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+    if (generation_ == gen) throw Aborted{};
+  }
+  /// A replica finished its program: anyone still waiting will wait forever.
+  void finish() {
+    std::lock_guard<std::mutex> lock(m_);
+    ++finished_;
+    if (waiting_ > 0) {
+      diverged_ = true;
+      aborted_ = true;
+      cv_.notify_all();
+    }
+  }
+  void abort() {
+    std::lock_guard<std::mutex> lock(m_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+  bool diverged() const { return diverged_; }
+
+private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  unsigned n_, waiting_ = 0, finished_ = 0;
+  std::uint64_t generation_ = 0;
+  bool aborted_ = false, diverged_ = false;
+};
+
+/// One vertex object of one replica, bound to its private buffer.
+struct VertexInstance {
+  const VertexPlan *plan = nullptr;
+  void *obj = nullptr;
+  std::vector<std::uint8_t> buffer;
+  std::vector<std::shared_ptr<void>> keep;
+  VertexInstance() = default;
+  VertexInstance(const VertexInstance &) = delete;
+  ~VertexInstance() {
+    keep.clear();
+    if (obj) plan->desc->destroy(obj);
+  }
+};
+
+struct StreamConnection {
+  std::uint8_t *begin = nullptr;
+  std::size_t bytes = 0;
+  std::function<void(void *)> callback;
+  std::map<unsigned, std::function<void(void *)>> replicaCallbacks;
+  bool connected = false;
+};
+
+} // namespace
+
+// --- runtime -----------------------------------------------------------------------
+
+class EngineRuntime {
+public:
+  EngineRuntime(std::shared_ptr<CompiledGraph> cg, poplar::OptionFlags opts) : cg_(std::move(cg)), opts_(std::move(opts)) {
+    const unsigned r = cg_->replicas;
+    data_.resize(r);
+    for (auto &replica : data_) {
+      replica.resize(cg_->vars.size());
+      for (std::size_t v = 0; v < cg_->vars.size(); ++v)
+        if (!cg_->vars[v].isConstant) replica[v].assign(cg_->vars[v].numElements * cg_->vars[v].type.size(), 0);
+    }
+    for (const auto &kv : cg_->computeSets) {
+      auto &perReplica = instances_[kv.first];
+      perReplica.resize(r);
+      for (unsigned rep = 0; rep < r; ++rep)
+        for (const auto &vp : kv.second.vertices) perReplica[rep].push_back(makeInstance(vp));
+    }
+    streams_.resize(cg_->streams.size());
+    copyCount_.assign(r, std::vector<std::size_t>(cg_->streams.size(), 0));
+  }
+
+  const CompiledGraph &compiled() const { return *cg_; }
+  const poplar::OptionFlags &options() const { return opts_; }
+
+  void load(const poplar::Device &device) {
+    const auto &dt = device.getTarget();
+    const std::size_t need = std::size_t(cg_->target.getNumTiles()) * cg_->replicas;
+    if (dt.getNumTiles() < need)
+      throw poplar::poplar_error(message("Engine::load: the device has ", dt.getNumIPUs(), " IPUs (", dt.getNumTiles(),
+                                         " tiles) but the graph needs ", cg_->replicas, " replicas of ",
+                                         cg_->target.getNumTiles(), " tiles"));
+    // Variables start as zero or their initial values.
+    for (auto &replica : data_)
+      for (std::size_t v = 0; v < cg_->vars.size(); ++v) {
+        const auto &info = cg_->vars[v];
+        if (info.isConstant) continue;
+        if (info.initData.empty()) std::fill(replica[v].begin(), replica[v].end(), 0);
+        else replica[v] = info.initData;
+      }
+    loaded_ = true;
+  }
+
+  void run(unsigned prog) {
+    if (!loaded_) throw poplar::runtime_error("Engine::run called before Engine::load");
+    if (prog >= cg_->programs.size())
+      throw poplar::index_error(message("Engine::run: program ", prog, " does not exist (the engine has ",
+                                        cg_->programs.size(), ")"));
+    const unsigned r = cg_->replicas;
+    barrier_ = std::make_unique<ReplicaBarrier>(r);
+    contributions_.assign(r, {});
+    const ProgramNode &root = *cg_->programs[prog];
+    if (r == 1) {
+      exec(root, 0);
+      return;
+    }
+    std::vector<std::exception_ptr> errors(r);
+    std::vector<std::thread> threads;
+    threads.reserve(r);
+    for (unsigned rep = 0; rep < r; ++rep)
+      threads.emplace_back([&, rep] {
+        try {
+          exec(root, rep);
+          barrier_->finish();
+        } catch (const ReplicaBarrier::Aborted &) {
+          barrier_->finish();
+        } catch (...) {
+          errors[rep] = std::current_exception();
+          barrier_->abort();
+        }
+      });
+    for (auto &t : threads) t.join();
+    for (auto &e : errors)
+      if (e) std::rethrow_exception(e);
+    if (barrier_->diverged())
+      throw poplar::runtime_error("replicas took different paths through the program: a collective was reached "
+                                  "by only some replicas");
+  }
+
+  void connectStream(const std::string &handle, void *begin, void *end) {
+    const unsigned id = streamId(handle);
+    const std::size_t perCopy = copyBytes(id);
+    const auto bytes = static_cast<std::size_t>(static_cast<std::uint8_t *>(end) - static_cast<std::uint8_t *>(begin));
+    if (bytes == 0 || bytes % perCopy != 0)
+      throw poplar::stream_connection_error(message("connectStream('", handle, "'): a buffer of ", bytes,
+                                                    " bytes is not a whole number of copies of ", perCopy, " bytes (",
+                                                    copyDescription(id), ")"));
+    auto &c = streams_[id];
+    c = StreamConnection();
+    c.begin = static_cast<std::uint8_t *>(begin);
+    c.bytes = bytes;
+    c.connected = true;
+    for (auto &counts : copyCount_) counts[id] = 0;
+  }
+
+  void connectStream(const std::string &handle, void *p) {
+    const unsigned id = streamId(handle);
+    connectStream(handle, p, static_cast<std::uint8_t *>(p) + copyBytes(id));
+  }
+
+  void connectCallback(const std::string &handle, std::function<void(void *)> f, int replica) {
+    const unsigned id = streamId(handle);
+    auto &c = streams_[id];
+    if (c.begin) c = StreamConnection();
+    if (replica < 0) c.callback = std::move(f);
+    else {
+      if (static_cast<unsigned>(replica) >= cg_->replicas)
+        throw poplar::stream_connection_error(message("connectStreamToCallback('", handle, "'): replica ", replica,
+                                                      " does not exist"));
+      c.replicaCallbacks[static_cast<unsigned>(replica)] = std::move(f);
+    }
+    c.connected = true;
+  }
+
+  void hostTransfer(const std::string &handle, std::uint8_t *buf, std::size_t bytes, bool write) {
+    if (!loaded_) throw poplar::runtime_error(message(write ? "writeTensor" : "readTensor", "('", handle,
+                                                      "') called before Engine::load"));
+    auto it = cg_->hostHandles.find(handle);
+    if (it == cg_->hostHandles.end() || it->second.write != write)
+      throw poplar::poplar_error(message("no host ", write ? "write" : "read", " handle '", handle,
+                                         "' (create it with Graph::", write ? "createHostWrite" : "createHostRead",
+                                         ")"));
+    const auto &t = impl(it->second.tensor);
+    const std::size_t per = t.numElements * t.type.size();
+    if (bytes != per * cg_->replicas)
+      throw poplar::poplar_error(message(write ? "writeTensor" : "readTensor", "('", handle, "'): the buffer has ",
+                                         bytes, " bytes but ", cg_->replicas, " replica(s) of ", t.numElements, " ",
+                                         t.type, " elements need ", per * cg_->replicas));
+    for (unsigned r = 0; r < cg_->replicas; ++r) {
+      if (write) scatter(r, t.regions, t.type.size(), buf + r * per);
+      else gather(r, t.regions, t.type.size(), buf + r * per);
+    }
+  }
+
+  void hostTransfer(const std::string &handle, std::uint8_t *buf, bool write) {
+    auto it = cg_->hostHandles.find(handle);
+    if (it == cg_->hostHandles.end())
+      throw poplar::poplar_error(message("no host handle '", handle, "'"));
+    const auto &t = impl(it->second.tensor);
+    hostTransfer(handle, buf, t.numElements * t.type.size() * cg_->replicas, write);
+  }
+
+  void setPrintStream(std::ostream &os) { print_ = &os; }
+
+  std::vector<std::string> listStreams() const {
+    std::vector<std::string> out;
+    for (const auto &s : cg_->streams) out.push_back(s.handle);
+    return out;
+  }
+
+private:
+  // --- memory --------------------------------------------------------------------
+  std::uint8_t *varPtr(unsigned replica, unsigned var) {
+    auto &info = cg_->vars[var];
+    return info.isConstant ? info.constData.data() : data_[replica][var].data();
+  }
+  void gather(unsigned replica, const std::vector<Region> &regions, std::size_t es, std::uint8_t *dst) {
+    for (const auto &r : regions) {
+      std::memcpy(dst, varPtr(replica, r.var) + r.begin * es, r.size() * es);
+      dst += r.size() * es;
+    }
+  }
+  void scatter(unsigned replica, const std::vector<Region> &regions, std::size_t es, const std::uint8_t *src) {
+    for (const auto &r : regions) {
+      std::memcpy(varPtr(replica, r.var) + r.begin * es, src, r.size() * es);
+      src += r.size() * es;
+    }
+  }
+
+  ReplicaContext context(unsigned replica) {
+    ReplicaContext ctx;
+    ctx.replica = replica;
+    ctx.numReplicas = cg_->replicas;
+    ctx.varData = [this, replica](unsigned var) { return varPtr(replica, var); };
+    return ctx;
+  }
+
+  // --- vertices ------------------------------------------------------------------
+  std::unique_ptr<VertexInstance> makeInstance(const VertexPlan &vp) {
+    auto inst = std::make_unique<VertexInstance>();
+    inst->plan = &vp;
+    inst->buffer.assign(std::max<std::size_t>(vp.bufferBytes, 8), 0);
+    inst->obj = vp.desc->create();
+    for (const auto &e : vp.edges) {
+      std::vector<BindRegion> regions;
+      for (std::size_t i = 0; i < e.parts.size(); ++i)
+        regions.push_back({inst->buffer.data() + e.partOffset[i], e.partElems[i]});
+      auto keep = e.desc->bind(inst->obj, regions.data(), regions.size());
+      if (keep) inst->keep.push_back(std::move(keep));
+    }
+    for (const auto &s : vp.states) {
+      auto keep = s.first->setState(inst->obj, s.second.data(), s.second.size());
+      if (keep) inst->keep.push_back(std::move(keep));
+    }
+    return inst;
+  }
+
+  /// Gathers the fields of vertices [begin, end) and runs them.
+  void gatherAndCompute(std::vector<std::unique_ptr<VertexInstance>> &insts, std::size_t begin, std::size_t end,
+                        unsigned replica) {
+    for (std::size_t k = begin; k < end; ++k) {
+      auto &inst = *insts[k];
+      for (const auto &e : inst.plan->edges)
+        for (std::size_t i = 0; i < e.parts.size(); ++i)
+          gather(replica, e.parts[i], e.elemSize, inst.buffer.data() + e.partOffset[i]);
+      const VertexDesc &d = *inst.plan->desc;
+      for (unsigned w = 0; w < d.numWorkers; ++w)
+        if (!d.compute(inst.obj, w))
+          throw poplar::application_runtime_error(message(inst.plan->label, " returned false from compute()",
+                                                          d.multiVertex ? message(" on worker ", w) : std::string()));
+    }
+  }
+
+  void execute(unsigned cs, unsigned replica) {
+    auto &insts = instances_.at(cs)[replica];
+    // Vertices only write their own buffers until the scatter below, so
+    // splitting gather+compute over threads keeps the BSP semantics; large
+    // compute sets of a single replica use the spare cores this way.
+    const unsigned threads = cg_->replicas == 1 ? computeThreads_ : 1;
+    if (threads > 1 && insts.size() >= 2 && cg_->computeSets.at(cs).bufferBytes >= kParallelBytes) {
+      const std::size_t n = insts.size(), chunks = std::min<std::size_t>(threads, n);
+      std::vector<std::exception_ptr> errors(chunks);
+      std::vector<std::thread> pool;
+      for (std::size_t c = 1; c < chunks; ++c)
+        pool.emplace_back([&, c] {
+          try {
+            gatherAndCompute(insts, n * c / chunks, n * (c + 1) / chunks, replica);
+          } catch (...) {
+            errors[c] = std::current_exception();
+          }
+        });
+      try {
+        gatherAndCompute(insts, 0, n / chunks, replica);
+      } catch (...) {
+        errors[0] = std::current_exception();
+      }
+      for (auto &t : pool) t.join();
+      for (auto &e : errors)
+        if (e) std::rethrow_exception(e);
+    } else {
+      gatherAndCompute(insts, 0, insts.size(), replica);
+    }
+    for (auto &inst : insts)
+      for (const auto &e : inst->plan->edges)
+        if (e.write)
+          for (std::size_t i = 0; i < e.parts.size(); ++i)
+            scatter(replica, e.parts[i], e.elemSize, inst->buffer.data() + e.partOffset[i]);
+  }
+
+  // --- streams -------------------------------------------------------------------
+  unsigned streamId(const std::string &handle) const {
+    for (unsigned i = 0; i < cg_->streams.size(); ++i)
+      if (cg_->streams[i].handle == handle) return i;
+    throw poplar::stream_connection_error(message("no stream named '", handle, "'"));
+  }
+  bool broadcastStream(unsigned id) const {
+    return cg_->streams[id].hostToDevice && cg_->streams[id].mode == poplar::ReplicatedStreamMode::BROADCAST;
+  }
+  std::size_t copyBytes(unsigned id) const {
+    const auto &s = cg_->streams[id];
+    return s.numElements * s.type.size() * (broadcastStream(id) ? 1 : cg_->replicas);
+  }
+  std::string copyDescription(unsigned id) const {
+    const auto &s = cg_->streams[id];
+    return message(broadcastStream(id) ? 1 : cg_->replicas, " replica(s) x ", s.numElements, " ", s.type);
+  }
+
+  void streamCopy(const ProgramNode &n, unsigned replica) {
+    const unsigned id = n.id;
+    const auto &s = cg_->streams[id];
+    auto &c = streams_[id];
+    if (!c.connected)
+      throw poplar::stream_connection_error(message("stream '", s.handle, "' is not connected"));
+    const bool toDevice = n.kind == Kind::CopyFromStream;
+    const auto &t = impl(toDevice ? n.dst : n.src);
+    const std::size_t es = t.type.size(), per = t.numElements * es;
+    std::vector<std::uint8_t> tmp(per);
+    std::uint8_t *slot = nullptr;
+    std::function<void(void *)> *cb = nullptr;
+    if (c.begin) {
+      const std::size_t k = copyCount_[replica][id]++;
+      const std::size_t at = (k * copyBytes(id)) % c.bytes + (broadcastStream(id) ? 0 : replica * per);
+      slot = c.begin + at;
+    } else {
+      auto it = c.replicaCallbacks.find(replica);
+      cb = it != c.replicaCallbacks.end() ? &it->second : (c.callback ? &c.callback : nullptr);
+      if (!cb)
+        throw poplar::stream_connection_error(message("stream '", s.handle, "' has no callback for replica ", replica));
+    }
+    if (toDevice) {
+      if (slot) std::memcpy(tmp.data(), slot, per);
+      else {
+        std::lock_guard<std::mutex> lock(callbackMutex_);
+        (*cb)(tmp.data());
+      }
+      scatter(replica, t.regions, es, tmp.data());
+    } else {
+      gather(replica, t.regions, es, tmp.data());
+      if (slot) std::memcpy(slot, tmp.data(), per);
+      else {
+        std::lock_guard<std::mutex> lock(callbackMutex_);
+        (*cb)(tmp.data());
+      }
+    }
+  }
+
+  // --- printing ------------------------------------------------------------------
+  void printTensor(const ProgramNode &n, unsigned replica) {
+    const auto &t = impl(n.src);
+    auto values = context(replica).read(n.src);
+    std::ostringstream os;
+    os << (n.text.empty() ? std::string("tensor") : n.text);
+    if (cg_->replicas > 1) os << " (replica " << replica << ")";
+    os << ": ";
+    // Nested brackets following the shape; integers print without decimals.
+    const bool isFloat = t.type.isFloatingPoint();
+    std::size_t k = 0;
+    std::function<void(std::size_t)> rec = [&](std::size_t d) {
+      if (d == t.shape.size()) {
+        if (isFloat) os << values[k++];
+        else os << static_cast<long long>(values[k++]);
+        return;
+      }
+      os << '[';
+      for (std::size_t i = 0; i < t.shape[d]; ++i) {
+        if (i) os << (d + 1 == t.shape.size() ? " " : ", ");
+        rec(d + 1);
+      }
+      os << ']';
+    };
+    rec(0);
+    os << '\n';
+    std::lock_guard<std::mutex> lock(printMutex_);
+    (*print_) << os.str() << std::flush;
+  }
+
+  // --- collectives ---------------------------------------------------------------
+  void collective(const ProgramNode &n, unsigned replica) {
+    auto ctx = context(replica);
+    contributions_[replica] = ctx.read(n.src);
+    barrier_->wait();
+    std::vector<const std::vector<double> *> group;
+    unsigned rank = 0;
+    bool found = false;
+    for (const auto &g : n.groups) {
+      for (unsigned i = 0; i < g.size(); ++i)
+        if (g[i] == replica) {
+          rank = i;
+          found = true;
+        }
+      if (found) {
+        for (unsigned member : g) group.push_back(&contributions_[member]);
+        break;
+      }
+    }
+    if (!found) throw poplar::runtime_error(message("replica ", replica, " is in no group of a collective"));
+    auto result = n.combine(group, rank);
+    ctx.write(n.dst, result);
+    barrier_->wait();
+  }
+
+  // --- the interpreter -----------------------------------------------------------
+  bool predicate(const poplar::Tensor &t, unsigned replica) { return context(replica).read(t)[0] != 0.0; }
+
+  void exec(const ProgramNode &n, unsigned replica) {
+    switch (n.kind) {
+    case Kind::Sequence:
+      for (const auto &c : n.children) exec(*c, replica);
+      return;
+    case Kind::Execute: execute(n.id, replica); return;
+    case Kind::CopyTensor: {
+      const auto &s = impl(n.src), &d = impl(n.dst);
+      std::vector<std::uint8_t> tmp(s.numElements * s.type.size());
+      gather(replica, s.regions, s.type.size(), tmp.data());
+      scatter(replica, d.regions, d.type.size(), tmp.data());
+      return;
+    }
+    case Kind::CopyFromStream:
+    case Kind::CopyToStream: streamCopy(n, replica); return;
+    case Kind::Repeat:
+      for (unsigned i = 0; i < n.count; ++i) exec(*n.children[0], replica);
+      return;
+    case Kind::RepeatWhile:
+      exec(*n.children[0], replica);
+      while (predicate(n.src, replica) == n.flag) {
+        exec(*n.children[1], replica);
+        exec(*n.children[0], replica);
+      }
+      return;
+    case Kind::If: exec(*n.children[predicate(n.src, replica) ? 0 : 1], replica); return;
+    case Kind::Switch: {
+      const auto value = static_cast<long long>(context(replica).read(n.src)[0]);
+      for (std::size_t i = 0; i < n.caseValues.size(); ++i)
+        if (n.caseValues[i] == value) {
+          exec(*n.children[i], replica);
+          return;
+        }
+      exec(*n.children.back(), replica);
+      return;
+    }
+    case Kind::Print: printTensor(n, replica); return;
+    case Kind::Call: exec(*cg_->functions[n.id], replica); return;
+    case Kind::HostStep: {
+      auto ctx = context(replica);
+      n.hostStep(ctx);
+      return;
+    }
+    case Kind::Collective: collective(n, replica); return;
+    case Kind::Abort: throw poplar::application_runtime_error(n.text);
+    case Kind::Nop: return;
+    }
+  }
+
+  std::shared_ptr<CompiledGraph> cg_;
+  poplar::OptionFlags opts_;
+  std::vector<std::vector<std::vector<std::uint8_t>>> data_; ///< [replica][var]
+  std::map<unsigned, std::vector<std::vector<std::unique_ptr<VertexInstance>>>> instances_; ///< [cs][replica][i]
+  std::vector<StreamConnection> streams_;
+  std::vector<std::vector<std::size_t>> copyCount_; ///< [replica][stream]
+  std::unique_ptr<ReplicaBarrier> barrier_;
+  std::vector<std::vector<double>> contributions_;
+  std::mutex printMutex_, callbackMutex_;
+  std::ostream *print_ = &std::cout;
+  bool loaded_ = false;
+  /// Threads for one compute set of a single replica: the cores, at most 4,
+  /// or POPLAR_HOST_THREADS (1 turns it off).
+  unsigned computeThreads_ = defaultComputeThreads();
+  /// Below this much field data a compute set runs on one thread (starting
+  /// threads costs more than it saves).
+  static constexpr std::size_t kParallelBytes = 1 << 20;
+
+  static unsigned defaultComputeThreads() {
+    if (const char *env = std::getenv("POPLAR_HOST_THREADS")) {
+      const long v = std::strtol(env, nullptr, 10);
+      if (v >= 1) return static_cast<unsigned>(std::min(v, 64L));
+    }
+    return std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
+  }
+};
+
+// --- ReplicaContext ----------------------------------------------------------------
+
+std::vector<std::uint8_t> ReplicaContext::readBytes(const poplar::Tensor &t) const {
+  const auto &p = impl(t);
+  const std::size_t es = p.type.size();
+  std::vector<std::uint8_t> out(p.numElements * es);
+  std::uint8_t *dst = out.data();
+  for (const auto &r : p.regions) {
+    std::memcpy(dst, varData(r.var) + r.begin * es, r.size() * es);
+    dst += r.size() * es;
+  }
+  return out;
+}
+
+void ReplicaContext::writeBytes(const poplar::Tensor &t, const std::uint8_t *src) const {
+  const auto &p = impl(t);
+  const std::size_t es = p.type.size();
+  for (const auto &r : p.regions) {
+    std::memcpy(varData(r.var) + r.begin * es, src, r.size() * es);
+    src += r.size() * es;
+  }
+}
+
+std::vector<double> ReplicaContext::read(const poplar::Tensor &t) const {
+  const auto &p = impl(t);
+  const auto bytes = readBytes(t);
+  const std::size_t es = p.type.size();
+  std::vector<double> out(p.numElements);
+  for (std::size_t i = 0; i < p.numElements; ++i) out[i] = loadElement(p.type.id(), bytes.data() + i * es);
+  return out;
+}
+
+void ReplicaContext::write(const poplar::Tensor &t, const std::vector<double> &values) const {
+  const auto &p = impl(t);
+  if (values.size() != p.numElements)
+    throw poplar::poplar_error(message("internal error: ", values.size(), " values for a tensor of ",
+                                       p.numElements, " elements"));
+  const std::size_t es = p.type.size();
+  std::vector<std::uint8_t> bytes(p.numElements * es);
+  for (std::size_t i = 0; i < p.numElements; ++i) storeElement(p.type.id(), bytes.data() + i * es, values[i]);
+  writeBytes(t, bytes.data());
+}
+
+} // namespace poplar_host
+
+namespace poplar {
+
+using namespace poplar_host;
+
+Executable::Executable(std::shared_ptr<CompiledGraph> compiled) : compiled_(std::move(compiled)) {}
+Executable::Executable(Executable &&) noexcept = default;
+Executable &Executable::operator=(Executable &&) noexcept = default;
+Executable::~Executable() = default;
+void Executable::serialize(std::ostream &) const {
+  throw poplar_error("Executable::serialize is not supported by the emulation");
+}
+Executable Executable::deserialize(std::istream &) {
+  throw poplar_error("Executable::deserialize is not supported by the emulation");
+}
+
+Executable compileGraph(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &opt, ProgressFunc progress,
+                        const DebugContext &) {
+  if (progress) progress(0, 1);
+  Executable exe(compile(graph, progs, opt));
+  if (progress) progress(1, 1);
+  return exe;
+}
+
+Engine::Engine(const Graph &graph, ArrayRef<program::Program> progs, const OptionFlags &opt, ProgressFunc progress,
+               const DebugContext &dc)
+    : Engine(compileGraph(graph, progs, opt, std::move(progress), dc), opt) {}
+
+Engine::Engine(const Graph &graph, program::Program prog, const OptionFlags &opt, ProgressFunc progress,
+               const DebugContext &dc)
+    : Engine(graph, ArrayRef<program::Program>(&prog, 1), opt, std::move(progress), dc) {}
+
+Engine::Engine(Executable &&exe, const OptionFlags &opt)
+    : rt_(std::make_unique<EngineRuntime>(exe.getCompiled(), opt)) {}
+Engine::Engine(const Executable &exe, const OptionFlags &opt)
+    : rt_(std::make_unique<EngineRuntime>(exe.getCompiled(), opt)) {}
+Engine::Engine(Engine &&) noexcept = default;
+Engine &Engine::operator=(Engine &&) noexcept = default;
+Engine::~Engine() = default;
+
+void Engine::load(const Device &device) { rt_->load(device); }
+void Engine::prepare(const Device &device) { rt_->load(device); }
+void Engine::deploy() {}
+void Engine::loadAndRun(const Device &device, unsigned prog) {
+  load(device);
+  run(prog);
+}
+void Engine::run(unsigned prog, const std::string &) { rt_->run(prog); }
+
+void Engine::connectStream(StringRef handle, void *begin, void *end) { rt_->connectStream(handle.str(), begin, end); }
+void Engine::connectStream(StringRef handle, void *p) { rt_->connectStream(handle.str(), p); }
+void Engine::connectStreamToCallback(StringRef handle, std::function<void(void *)> f) {
+  rt_->connectCallback(handle.str(), std::move(f), -1);
+}
+void Engine::connectStreamToCallback(StringRef handle, unsigned replicaIndex, std::function<void(void *)> f) {
+  rt_->connectCallback(handle.str(), std::move(f), static_cast<int>(replicaIndex));
+}
+
+void Engine::writeTensor(StringRef handle, const void *buf, const void *bufEnd) {
+  auto *b = static_cast<std::uint8_t *>(const_cast<void *>(buf));
+  rt_->hostTransfer(handle.str(), b, static_cast<std::size_t>(static_cast<const std::uint8_t *>(bufEnd) - b), true);
+}
+void Engine::readTensor(StringRef handle, void *buf, void *bufEnd) {
+  auto *b = static_cast<std::uint8_t *>(buf);
+  rt_->hostTransfer(handle.str(), b, static_cast<std::size_t>(static_cast<std::uint8_t *>(bufEnd) - b), false);
+}
+void Engine::writeTensor(StringRef handle, const void *buf) {
+  rt_->hostTransfer(handle.str(), static_cast<std::uint8_t *>(const_cast<void *>(buf)), true);
+}
+void Engine::readTensor(StringRef handle, void *buf) {
+  rt_->hostTransfer(handle.str(), static_cast<std::uint8_t *>(buf), false);
+}
+
+void Engine::setPrintStream(std::ostream &stream) { rt_->setPrintStream(stream); }
+void Engine::setPrintTensorStream(std::ostream &stream) { rt_->setPrintStream(stream); }
+std::vector<std::string> Engine::listStreams() const { return rt_->listStreams(); }
+OptionFlags Engine::getEngineOptions() const { return rt_->options(); }
+
+void Engine::printProfileSummary(std::ostream &out, const OptionFlags &) const {
+  const auto &cg = rt_->compiled();
+  std::uint64_t total = 0, peak = 0;
+  unsigned peakTile = 0, used = 0;
+  for (unsigned t = 0; t < cg.tileBytes.size(); ++t) {
+    total += cg.tileBytes[t];
+    if (cg.tileBytes[t]) ++used;
+    if (cg.tileBytes[t] > peak) {
+      peak = cg.tileBytes[t];
+      peakTile = t;
+    }
+  }
+  out << "Target: " << cg.target.getNumIPUs() << " IPU(s) x " << cg.target.getTilesPerIPU() << " tiles, "
+      << cg.replicas << " replica(s) [poplar-host emulation]\n"
+      << "Memory (one replica): " << total << " bytes on " << used << " tiles; peak " << peak << " bytes on tile "
+      << peakTile << " of " << cg.target.getBytesPerTile() << "\n"
+      << "Vertices: " << cg.numVertices << ", compute sets executed: " << cg.computeSets.size()
+      << ", variables: " << cg.vars.size() << "\n";
+}
+
+} // namespace poplar

@@ -1,0 +1,171 @@
+// gcl: collectives across replicas. Each call adds a Collective node; when it
+// runs, every replica contributes its copy, waits for the others, and writes
+// its share of the result (see the engine's barrier).
+#include "internal.hpp"
+
+#include <gcl/Collectives.hpp>
+#include <poputil/exceptions.hpp>
+
+#include <cmath>
+
+using poplar_host::message;
+
+namespace gcl {
+
+std::ostream &operator<<(std::ostream &os, const CollectiveOperator &op) {
+  static const char *names[] = {"ADD", "MEAN", "MUL", "MIN", "MAX", "LOGICAL_AND", "LOGICAL_OR", "SQUARE_ADD", "LOCAL"};
+  return os << names[static_cast<int>(op)];
+}
+
+namespace {
+
+using Contributions = std::vector<const std::vector<double> *>;
+
+/// The replicas of each group, by PopART's rule: (stride, size) is (1, N)
+/// for ALL, (1, k) for CONSECUTIVE and (N/k, k) for ORTHOGONAL; the i-th
+/// replica of group g is floor(g/s)*s*k + g%s + i*s.
+std::vector<std::vector<unsigned>> replicaGroups(const CommGroup &group, unsigned N) {
+  if (group.replicaGroupStride != 1)
+    throw poputil::poplibs_error("CommGroup: a replicaGroupStride other than 1 is not emulated");
+  unsigned k = group.replicaGroupSize == 0 || group.type == CommGroupType::ALL ? N : group.replicaGroupSize;
+  if (k > N || N % k != 0)
+    throw poputil::poplibs_error(message("CommGroup: a group size of ", k, " does not divide ", N, " replicas"));
+  const unsigned s = group.type == CommGroupType::ORTHOGONAL ? N / k : 1;
+  std::vector<std::vector<unsigned>> groups(N / k);
+  for (unsigned g = 0; g < N / k; ++g)
+    for (unsigned i = 0; i < k; ++i) groups[g].push_back((g / s) * (s * k) + g % s + i * s);
+  return groups;
+}
+
+std::vector<double> reduceGroup(CollectiveOperator op, const Contributions &c, unsigned rank) {
+  if (op == CollectiveOperator::LOCAL) return *c[rank];
+  std::vector<double> r(c[0]->size());
+  for (std::size_t e = 0; e < r.size(); ++e) {
+    const double first = (*c[0])[e];
+    double a = op == CollectiveOperator::SQUARE_ADD ? first * first : first;
+    for (std::size_t m = 1; m < c.size(); ++m) {
+      const double v = (*c[m])[e];
+      switch (op) {
+      case CollectiveOperator::ADD:
+      case CollectiveOperator::MEAN: a += v; break;
+      case CollectiveOperator::SQUARE_ADD: a += v * v; break;
+      case CollectiveOperator::MUL: a *= v; break;
+      case CollectiveOperator::MIN: a = std::fmin(a, v); break;
+      case CollectiveOperator::MAX: a = std::fmax(a, v); break;
+      case CollectiveOperator::LOGICAL_AND: a = (a != 0 && v != 0) ? 1 : 0; break;
+      case CollectiveOperator::LOGICAL_OR: a = (a != 0 || v != 0) ? 1 : 0; break;
+      case CollectiveOperator::LOCAL: break;
+      }
+    }
+    if (op == CollectiveOperator::MEAN) a /= static_cast<double>(c.size());
+    r[e] = a;
+  }
+  return r;
+}
+
+void checkOperatorType(CollectiveOperator op, const poplar::Tensor &data) {
+  const bool logical = op == CollectiveOperator::LOGICAL_AND || op == CollectiveOperator::LOGICAL_OR;
+  if (logical != (data.elementType() == poplar::BOOL) && op != CollectiveOperator::LOCAL)
+    throw poputil::poplibs_error(message("collective ", op, " on a ", data.elementType(), " tensor"));
+}
+
+void addCollective(poplar::program::Sequence &prog, const poplar::Tensor &src, const poplar::Tensor &dst,
+                   std::vector<std::vector<unsigned>> groups,
+                   std::function<std::vector<double>(const Contributions &, unsigned)> combine) {
+  auto n = poplar_host::makeNode(poplar_host::ProgramNode::Kind::Collective);
+  n->src = src;
+  n->dst = dst;
+  n->groups = std::move(groups);
+  n->combine = std::move(combine);
+  prog.add(poplar::program::Program(n));
+}
+
+std::string nameOf(const poplar::DebugContext &dc, const char *op) {
+  return dc.getPathName().empty() ? std::string(op) : dc.getPathName() + "/" + op;
+}
+
+} // namespace
+
+void allReduceInPlaceCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, CollectiveOperator op,
+                                  poplar::program::Sequence &prog, const CommGroup &group,
+                                  const poplar::DebugContext &, const poplar::OptionFlags &) {
+  checkOperatorType(op, data);
+  if (data.containsConstant()) throw poputil::poplibs_error("allReduceInPlaceCrossReplica: the data is a constant");
+  addCollective(prog, data, data, replicaGroups(group, graph.getReplicationFactor()),
+                [op](const Contributions &c, unsigned rank) { return reduceGroup(op, c, rank); });
+}
+
+void allReduceInPlaceCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, CollectiveOperator op,
+                                  poplar::program::Sequence &prog, const poplar::DebugContext &debugContext,
+                                  const poplar::OptionFlags &options) {
+  allReduceInPlaceCrossReplica(graph, data, op, prog, CommGroup(), debugContext, options);
+}
+
+void allReduceInPlaceCrossReplica(poplar::Graph &graph, std::vector<poplar::Tensor> &datas, CollectiveOperator op,
+                                  poplar::program::Sequence &prog, const CommGroup &group,
+                                  const poplar::DebugContext &debugContext, const poplar::OptionFlags &options) {
+  if (datas.empty()) return;
+  std::vector<poplar::Tensor> flat;
+  for (const auto &d : datas) flat.push_back(d.flatten());
+  allReduceInPlaceCrossReplica(graph, poplar::concat(flat), op, prog, group, debugContext, options);
+}
+
+poplar::Tensor allReduceCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, CollectiveOperator op,
+                                     poplar::program::Sequence &prog, const CommGroup &group,
+                                     const poplar::DebugContext &debugContext, const poplar::OptionFlags &) {
+  checkOperatorType(op, data);
+  auto out = graph.clone(data, nameOf(debugContext, "allReduce"));
+  addCollective(prog, data, out, replicaGroups(group, graph.getReplicationFactor()),
+                [op](const Contributions &c, unsigned rank) { return reduceGroup(op, c, rank); });
+  return out;
+}
+
+poplar::Tensor allReduceCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, CollectiveOperator op,
+                                     poplar::program::Sequence &prog, const poplar::DebugContext &debugContext,
+                                     const poplar::OptionFlags &options) {
+  return allReduceCrossReplica(graph, data, op, prog, CommGroup(), debugContext, options);
+}
+
+poplar::Tensor reduceScatterCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, CollectiveOperator op,
+                                         poplar::program::Sequence &prog, const CommGroup &group,
+                                         const poplar::DebugContext &debugContext, const poplar::OptionFlags &) {
+  checkOperatorType(op, data);
+  auto groups = replicaGroups(group, graph.getReplicationFactor());
+  const std::size_t k = groups[0].size(), n = data.numElements(), chunk = (n + k - 1) / k;
+  auto out = poplar_host::newMappedVariable(graph, data.elementType(), {chunk}, nameOf(debugContext, "reduceScatter"));
+  addCollective(prog, data, out, std::move(groups), [op, chunk](const Contributions &c, unsigned rank) {
+    const auto all = reduceGroup(op, c, rank);
+    std::vector<double> mine(chunk, 0.0);
+    for (std::size_t i = 0; i < chunk && rank * chunk + i < all.size(); ++i) mine[i] = all[rank * chunk + i];
+    return mine;
+  });
+  return out;
+}
+
+poplar::Tensor reduceScatterCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, CollectiveOperator op,
+                                         poplar::program::Sequence &prog, const poplar::DebugContext &debugContext,
+                                         const poplar::OptionFlags &options) {
+  return reduceScatterCrossReplica(graph, data, op, prog, CommGroup(), debugContext, options);
+}
+
+poplar::Tensor allGatherCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, poplar::program::Sequence &prog,
+                                     const CommGroup &group, const poplar::DebugContext &debugContext,
+                                     const poplar::OptionFlags &) {
+  auto groups = replicaGroups(group, graph.getReplicationFactor());
+  auto shape = data.shape();
+  shape.insert(shape.begin(), groups[0].size());
+  auto out = poplar_host::newMappedVariable(graph, data.elementType(), shape, nameOf(debugContext, "allGather"));
+  addCollective(prog, data, out, std::move(groups), [](const Contributions &c, unsigned) {
+    std::vector<double> all;
+    for (const auto *v : c) all.insert(all.end(), v->begin(), v->end());
+    return all;
+  });
+  return out;
+}
+
+poplar::Tensor allGatherCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, poplar::program::Sequence &prog,
+                                     const poplar::DebugContext &debugContext, const poplar::OptionFlags &options) {
+  return allGatherCrossReplica(graph, data, prog, CommGroup(), debugContext, options);
+}
+
+} // namespace gcl

@@ -1,0 +1,231 @@
+// poplar-host internals: the data behind Tensor, Graph and Program handles,
+// and helpers shared by the engine and the PopLibs emulation.
+#ifndef poplar_host_internal_hpp
+#define poplar_host_internal_hpp
+
+#include <poplar/DataStream.hpp>
+#include <poplar/Graph.hpp>
+#include <poplar/Program.hpp>
+#include <poplar/Target.hpp>
+#include <poplar/Tensor.hpp>
+#include <poplar/Type.hpp>
+#include <poplar_host/ScalarValue.hpp>
+#include <poplar_host/VertexRegistry.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace poplar_host {
+
+struct GraphState;
+struct ReplicaContext;
+
+/// Elements [begin, end) of variable `var`.
+struct Region {
+  unsigned var;
+  std::size_t begin, end;
+  std::size_t size() const { return end - begin; }
+};
+
+/// A tensor view: its elements, in row-major order of `shape`, are the
+/// concatenation of `regions`. Views of views are flattened to regions when
+/// they are made, so the engine never walks a chain of views.
+struct TensorImpl {
+  GraphState *graph = nullptr;
+  poplar::Type type;
+  std::vector<std::size_t> shape;
+  std::size_t numElements = 0;
+  std::vector<Region> regions;
+  std::vector<std::size_t> starts; ///< tensor element index where each region starts
+};
+
+/// Calls fn(var, begin, end) for the variable regions holding tensor
+/// elements [a, b), in order.
+template <class F> void forEachRegion(const TensorImpl &t, std::size_t a, std::size_t b, F &&fn) {
+  if (a >= b) return;
+  std::size_t i = 0, lo = 0, hi = t.starts.size();
+  while (hi - lo > 1) { // last region starting at or before a
+    const std::size_t mid = (lo + hi) / 2;
+    if (t.starts[mid] <= a) lo = mid;
+    else hi = mid;
+  }
+  for (i = lo; i < t.regions.size() && a < b; ++i) {
+    const Region &r = t.regions[i];
+    const std::size_t off = a - t.starts[i];
+    const std::size_t take = std::min(b - a, r.size() - off);
+    fn(r.var, r.begin + off, r.begin + off + take);
+    a += take;
+  }
+}
+
+/// Makes a tensor handle from its parts (fills numElements and starts).
+poplar::Tensor makeTensor(GraphState *graph, poplar::Type type, std::vector<std::size_t> shape,
+                          std::vector<Region> regions);
+
+const TensorImpl &impl(const poplar::Tensor &t, const char *what = "tensor");
+
+/// Appends [begin, end) of `var` to a region list, merging with the last
+/// region when contiguous.
+inline void appendRegion(std::vector<Region> &out, unsigned var, std::size_t begin, std::size_t end) {
+  if (begin == end) return;
+  if (!out.empty() && out.back().var == var && out.back().end == begin) out.back().end = end;
+  else out.push_back({var, begin, end});
+}
+
+struct VarInfo {
+  std::string name;
+  poplar::Type type;
+  std::size_t numElements = 0;
+  bool isConstant = false;
+  std::vector<std::uint8_t> constData; ///< device bytes of a constant
+  std::vector<std::int32_t> tile;      ///< tile of each element (-1: unmapped); empty until mapped
+  std::vector<std::uint8_t> initData;  ///< initial contents from Graph::setInitialValue (may be empty)
+};
+
+struct FieldConnection {
+  std::vector<poplar::Tensor> tensors; ///< one for scalar/vector edges, one per element for lists
+  std::vector<bool> connected;
+  bool sizeSet = false;
+  std::vector<ScalarValue> values; ///< plain (state) members
+  bool valueSet = false;
+};
+
+struct VertexInfo {
+  std::string typeName;
+  const VertexDesc *desc = nullptr;
+  unsigned computeSet = 0;
+  int tile = -1; ///< absolute tile
+  std::map<std::string, FieldConnection> fields;
+  std::uint64_t perfEstimate = 0;
+};
+
+struct ComputeSetInfo {
+  std::string name;
+  std::vector<unsigned> vertices;
+};
+
+struct StreamInfo {
+  std::string handle;
+  poplar::Type type;
+  std::size_t numElements = 0;
+  bool hostToDevice = true;
+  poplar::ReplicatedStreamMode mode = poplar::ReplicatedStreamMode::REPLICATE;
+};
+
+struct HostHandle {
+  std::string handle;
+  poplar::Tensor tensor;
+  bool write = false;
+};
+
+/// Everything a top-level graph and its virtual graphs own.
+struct GraphState {
+  poplar::Target target; ///< per replica
+  unsigned replicationFactor = 1;
+  std::vector<VarInfo> vars;
+  std::vector<VertexInfo> vertices;
+  std::vector<ComputeSetInfo> computeSets;
+  std::vector<StreamInfo> streams;
+  std::map<std::string, unsigned> streamByName;
+  std::map<std::string, HostHandle> hostHandles;
+  std::vector<poplar::program::Program> functions;
+  bool codeletsLoaded = false;
+};
+
+/// A node of a control program.
+struct ProgramNode {
+  enum class Kind {
+    Sequence,
+    Execute,
+    CopyTensor,
+    CopyFromStream,
+    CopyToStream,
+    Repeat,
+    RepeatWhile,
+    If,
+    Switch,
+    Print,
+    Call,
+    HostStep,
+    Collective,
+    Abort,
+    Nop,
+  };
+  Kind kind = Kind::Sequence;
+  std::vector<std::shared_ptr<ProgramNode>> children;
+  poplar::Tensor src, dst; ///< copies; src is the predicate/control of If, Switch, RepeatWhile
+  unsigned id = 0;         ///< compute set, stream or function id
+  unsigned count = 0;      ///< Repeat count
+  bool flag = false;       ///< RepeatWhile: loop while the predicate is true
+  std::string text;        ///< Print title, Abort message, HostStep name
+  std::vector<std::int32_t> caseValues; ///< Switch: children[i] runs for caseValues[i]
+  bool hasDefault = false;              ///< Switch: children.back() is the default
+  /// HostStep: the work, run once per replica.
+  std::function<void(ReplicaContext &)> hostStep;
+  /// Collective: replica groups and the combine function (see gcl.cpp).
+  std::vector<std::vector<unsigned>> groups;
+  std::function<std::vector<double>(const std::vector<const std::vector<double> *> &group, unsigned rank)> combine;
+};
+
+std::shared_ptr<ProgramNode> makeNode(ProgramNode::Kind kind);
+
+/// Per-replica access to device memory while a program runs.
+struct ReplicaContext {
+  unsigned replica = 0;
+  unsigned numReplicas = 1;
+  /// Device bytes of a variable for this replica (constants are shared).
+  std::function<std::uint8_t *(unsigned var)> varData;
+
+  /// The tensor's elements as doubles (exact for every supported type but
+  /// 64-bit integers beyond 2^53).
+  std::vector<double> read(const poplar::Tensor &t) const;
+  /// Stores doubles into the tensor, rounding to its type (round to nearest
+  /// even for float/half; truncation with saturation for integers).
+  void write(const poplar::Tensor &t, const std::vector<double> &values) const;
+  /// Raw device bytes, in tensor order.
+  std::vector<std::uint8_t> readBytes(const poplar::Tensor &t) const;
+  void writeBytes(const poplar::Tensor &t, const std::uint8_t *bytes) const;
+};
+
+/// Device element <-> double.
+double loadElement(poplar::Type::Id type, const std::uint8_t *p);
+void storeElement(poplar::Type::Id type, std::uint8_t *p, double v);
+void storeScalarValue(poplar::Type::Id type, std::uint8_t *p, const ScalarValue &v);
+
+/// Adds a step computed on the host (how the PopLibs functions run).
+void addHostStep(poplar::program::Sequence &prog, const std::string &name,
+                 std::function<void(ReplicaContext &)> fn);
+
+/// Graph helpers for the library code.
+GraphState &state(const poplar::Graph &g);
+/// poputil's linear mapping of n elements over numTiles tiles.
+poplar::Graph::TileToTensorMapping linearMapping(std::size_t numTiles, std::size_t n, unsigned minElementsPerTile,
+                                                 unsigned grainSize);
+/// Maps a tensor linearly over the graph's tiles (poputil's rule).
+void mapLinearly(poplar::Graph &graph, const poplar::Tensor &t, unsigned minElementsPerTile, unsigned grainSize);
+/// A new variable mapped linearly with the default grain.
+poplar::Tensor newMappedVariable(poplar::Graph &graph, const poplar::Type &type,
+                                 const std::vector<std::size_t> &shape, const std::string &name);
+
+std::string shapeString(const std::vector<std::size_t> &shape);
+/// "vertex 3 ('Name' in compute set 'cs')" for messages.
+std::string vertexLabel(const GraphState &s, unsigned vertexId);
+std::size_t product(const std::vector<std::size_t> &shape);
+
+/// Formats a message from stream pieces: message("a", 1, "b").
+template <class... A> std::string message(const A &...a) {
+  std::ostringstream os;
+  (os << ... << a);
+  return os.str();
+}
+
+} // namespace poplar_host
+
+#endif

@@ -1,0 +1,496 @@
+// poplin: matrix multiplication and convolution, computed on the host in
+// double and rounded once to the output type.
+#include "internal.hpp"
+
+#include <poplin/ConvParams.hpp>
+#include <poplin/Convolution.hpp>
+#include <poplin/MatMul.hpp>
+#include <poplin/codelets.hpp>
+#include <poputil/exceptions.hpp>
+
+#include <cstdlib>
+
+using poplar_host::message;
+using poplar_host::ReplicaContext;
+using poplar_host::shapeString;
+
+namespace poplin {
+
+void addCodelets(poplar::Graph &) {}
+
+namespace {
+
+std::string nameOf(const poplar::DebugContext &dc, const char *op) {
+  return dc.getPathName().empty() ? std::string(op) : dc.getPathName() + "/" + op;
+}
+
+/// The options the emulation understands are checked like PopLibs does;
+/// others are accepted and ignored.
+void checkOptions(const poplar::OptionFlags &o, const char *op) {
+  const auto amp = o.get("availableMemoryProportion", "");
+  if (!amp.empty()) {
+    char *end = nullptr;
+    const double v = std::strtod(amp.c_str(), &end);
+    if (end == amp.c_str() || *end != '\0' || !(v >= 0.0 && v <= 1.0))
+      throw poplar::invalid_option(message(op, ": invalid value '", amp,
+                                           "' for option availableMemoryProportion (expected a number in [0, 1])"));
+  }
+  const auto pt = o.get("partialsType", "");
+  if (!pt.empty() && pt != "float" && pt != "half" && pt != "FLOAT" && pt != "HALF")
+    throw poplar::invalid_option(message(op, ": invalid value '", pt, "' for option partialsType (float or half)"));
+}
+
+/// C[g] (+)= k * A[g] x B[g] for g in groups; A is [G,m,kk], B [G,kk,n].
+void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, const poplar::Tensor &B,
+                   const poplar::Tensor &C, std::size_t G, std::size_t m, std::size_t kk, std::size_t n,
+                   bool accumulate, double scale, const std::string &name) {
+  poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
+    const auto a = ctx.read(A), b = ctx.read(B);
+    std::vector<double> c = accumulate ? ctx.read(C) : std::vector<double>(G * m * n, 0.0);
+    std::vector<double> row(n);
+    for (std::size_t g = 0; g < G; ++g)
+      for (std::size_t i = 0; i < m; ++i) {
+        std::fill(row.begin(), row.end(), 0.0);
+        for (std::size_t p = 0; p < kk; ++p) {
+          const double av = a[(g * m + i) * kk + p];
+          const double *bp = &b[(g * kk + p) * n];
+          for (std::size_t j = 0; j < n; ++j) row[j] += av * bp[j];
+        }
+        double *cp = &c[(g * m + i) * n];
+        for (std::size_t j = 0; j < n; ++j) cp[j] += scale * row[j];
+      }
+    ctx.write(C, c);
+  });
+}
+
+void checkMatMulOperands(const char *op, const poplar::Tensor &A, const poplar::Tensor &B, unsigned rank) {
+  const auto a = A.shape(), b = B.shape();
+  if (a.size() != rank || b.size() != rank)
+    throw poputil::poplibs_error(message(op, ": operands must be ", rank, "-D, got ", shapeString(a), " and ",
+                                         shapeString(b)));
+  if (a[rank - 1] != b[rank - 2] || (rank == 3 && a[0] != b[0]))
+    throw poputil::poplibs_error(message(op, ": shapes ", shapeString(a), " and ", shapeString(b),
+                                         " cannot be multiplied"));
+  if (A.elementType() != B.elementType())
+    throw poputil::poplibs_error(message(op, ": operand types differ (", A.elementType(), " and ", B.elementType(),
+                                         ")"));
+}
+
+} // namespace
+
+poplar::Tensor matMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,
+                      poplar::program::Sequence &prog, const poplar::Type &outputType,
+                      const poplar::DebugContext &debugContext, const poplar::OptionFlags &options, PlanningCache *) {
+  checkMatMulOperands("matMul", A, B, 2);
+  checkOptions(options, "matMul");
+  const std::size_t m = A.dim(0), kk = A.dim(1), n = B.dim(1);
+  auto C = poplar_host::newMappedVariable(graph, outputType, {m, n}, nameOf(debugContext, "matMul"));
+  addMatMulStep(prog, A, B, C, 1, m, kk, n, false, 1.0, nameOf(debugContext, "matMul"));
+  return C;
+}
+
+poplar::Tensor matMul(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,
+                      poplar::program::Sequence &prog, const poplar::DebugContext &debugContext,
+                      const poplar::OptionFlags &options, PlanningCache *cache) {
+  return matMul(graph, A, B, prog, A.elementType(), debugContext, options, cache);
+}
+
+void matMulAcc(poplar::Graph &, const poplar::Tensor &C, float k, const poplar::Tensor &A, const poplar::Tensor &B,
+               poplar::program::Sequence &prog, const poplar::DebugContext &debugContext,
+               const poplar::OptionFlags &options, PlanningCache *) {
+  checkMatMulOperands("matMulAcc", A, B, 2);
+  checkOptions(options, "matMulAcc");
+  const std::size_t m = A.dim(0), kk = A.dim(1), n = B.dim(1);
+  if (C.shape() != std::vector<std::size_t>{m, n})
+    throw poputil::poplibs_error(message("matMulAcc: the accumulator ", C.shapeToString(), " should be ",
+                                         shapeString({m, n})));
+  addMatMulStep(prog, A, B, C, 1, m, kk, n, true, k, nameOf(debugContext, "matMulAcc"));
+}
+
+poplar::Tensor matMulGrouped(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,
+                             poplar::program::Sequence &prog, const poplar::Type &outputType,
+                             const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
+                             PlanningCache *) {
+  checkMatMulOperands("matMulGrouped", A, B, 3);
+  checkOptions(options, "matMulGrouped");
+  const std::size_t G = A.dim(0), m = A.dim(1), kk = A.dim(2), n = B.dim(2);
+  auto C = poplar_host::newMappedVariable(graph, outputType, {G, m, n}, nameOf(debugContext, "matMulGrouped"));
+  addMatMulStep(prog, A, B, C, G, m, kk, n, false, 1.0, nameOf(debugContext, "matMulGrouped"));
+  return C;
+}
+
+poplar::Tensor createMatMulInputLHS(poplar::Graph &graph, const poplar::Type &inputType, const poplar::Type &,
+                                    const std::vector<std::size_t> &aShape, const std::vector<std::size_t> &,
+                                    const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
+                                    PlanningCache *) {
+  checkOptions(options, "createMatMulInputLHS");
+  return poplar_host::newMappedVariable(graph, inputType, aShape, nameOf(debugContext, "lhs"));
+}
+poplar::Tensor createMatMulInputLHS(poplar::Graph &graph, const poplar::Type &dataType,
+                                    const std::vector<std::size_t> &aShape, const std::vector<std::size_t> &bShape,
+                                    const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
+                                    PlanningCache *cache) {
+  return createMatMulInputLHS(graph, dataType, dataType, aShape, bShape, debugContext, options, cache);
+}
+poplar::Tensor createMatMulInputRHS(poplar::Graph &graph, const poplar::Type &inputType, const poplar::Type &,
+                                    const std::vector<std::size_t> &, const std::vector<std::size_t> &bShape,
+                                    const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
+                                    PlanningCache *) {
+  checkOptions(options, "createMatMulInputRHS");
+  return poplar_host::newMappedVariable(graph, inputType, bShape, nameOf(debugContext, "rhs"));
+}
+poplar::Tensor createMatMulInputRHS(poplar::Graph &graph, const poplar::Type &dataType,
+                                    const std::vector<std::size_t> &aShape, const std::vector<std::size_t> &bShape,
+                                    const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
+                                    PlanningCache *cache) {
+  return createMatMulInputRHS(graph, dataType, dataType, aShape, bShape, debugContext, options, cache);
+}
+poplar::Tensor createMatMulGroupedInputLHS(poplar::Graph &graph, const poplar::Type &inputType,
+                                           const poplar::Type &outputType, const std::vector<std::size_t> &aShape,
+                                           const std::vector<std::size_t> &bShape,
+                                           const poplar::DebugContext &debugContext,
+                                           const poplar::OptionFlags &options, PlanningCache *cache) {
+  return createMatMulInputLHS(graph, inputType, outputType, aShape, bShape, debugContext, options, cache);
+}
+poplar::Tensor createMatMulGroupedInputRHS(poplar::Graph &graph, const poplar::Type &inputType,
+                                           const poplar::Type &outputType, const std::vector<std::size_t> &aShape,
+                                           const std::vector<std::size_t> &bShape,
+                                           const poplar::DebugContext &debugContext,
+                                           const poplar::OptionFlags &options, PlanningCache *cache) {
+  return createMatMulInputRHS(graph, inputType, outputType, aShape, bShape, debugContext, options, cache);
+}
+
+// --- ConvParams --------------------------------------------------------------------------
+
+namespace {
+unsigned at(const std::vector<unsigned> &v, std::size_t d, unsigned dflt) { return d < v.size() ? v[d] : dflt; }
+bool at(const std::vector<bool> &v, std::size_t d) { return d < v.size() && v[d]; }
+std::size_t dilated(std::size_t size, unsigned dilation) { return size == 0 ? 0 : (size - 1) * dilation + 1; }
+} // namespace
+
+ConvParams::InputTransform::InputTransform(std::size_t n)
+    : truncationLower(n, 0), truncationUpper(n, 0), dilation(n, 1), paddingLower(n, 0), paddingUpper(n, 0),
+      flip(n, false) {}
+ConvParams::InputTransform::InputTransform(std::vector<unsigned> tl, std::vector<unsigned> tu, std::vector<unsigned> d,
+                                           std::vector<unsigned> pl, std::vector<unsigned> pu, std::vector<bool> f)
+    : truncationLower(std::move(tl)), truncationUpper(std::move(tu)), dilation(std::move(d)),
+      paddingLower(std::move(pl)), paddingUpper(std::move(pu)), flip(std::move(f)) {}
+bool operator==(const ConvParams::InputTransform &a, const ConvParams::InputTransform &b) {
+  return a.truncationLower == b.truncationLower && a.truncationUpper == b.truncationUpper &&
+         a.dilation == b.dilation && a.paddingLower == b.paddingLower && a.paddingUpper == b.paddingUpper &&
+         a.flip == b.flip;
+}
+
+ConvParams::OutputTransform::OutputTransform(std::size_t n)
+    : truncationLower(n, 0), truncationUpper(n, 0), stride(n, 1), paddingLower(n, 0), paddingUpper(n, 0) {}
+ConvParams::OutputTransform::OutputTransform(std::vector<unsigned> tl, std::vector<unsigned> tu,
+                                             std::vector<unsigned> s, std::vector<unsigned> pl,
+                                             std::vector<unsigned> pu)
+    : truncationLower(std::move(tl)), truncationUpper(std::move(tu)), stride(std::move(s)),
+      paddingLower(std::move(pl)), paddingUpper(std::move(pu)) {}
+bool operator==(const ConvParams::OutputTransform &a, const ConvParams::OutputTransform &b) {
+  return a.truncationLower == b.truncationLower && a.truncationUpper == b.truncationUpper && a.stride == b.stride &&
+         a.paddingLower == b.paddingLower && a.paddingUpper == b.paddingUpper;
+}
+
+ConvParams::ConvParams(poplar::Type dataType, std::size_t batchSize, std::vector<std::size_t> inputFieldShape,
+                       std::vector<std::size_t> kernelShape, std::size_t inputChannelsPerConvGroup,
+                       std::size_t outputChannelsPerConvGroup, std::size_t numConvGroups)
+    : ConvParams(dataType, dataType, batchSize, std::move(inputFieldShape), std::move(kernelShape),
+                 inputChannelsPerConvGroup, outputChannelsPerConvGroup, numConvGroups) {}
+
+ConvParams::ConvParams(poplar::Type inputType, poplar::Type outputType, std::size_t batchSize,
+                       std::vector<std::size_t> inputFieldShape, std::vector<std::size_t> kernelShape,
+                       std::size_t inputChannelsPerConvGroup, std::size_t outputChannelsPerConvGroup,
+                       std::size_t numConvGroups)
+    : inputType(inputType), outputType(outputType), batchSize(batchSize), inputFieldShape(std::move(inputFieldShape)),
+      kernelShape(std::move(kernelShape)), inputChannelsPerConvGroup(inputChannelsPerConvGroup),
+      outputChannelsPerConvGroup(outputChannelsPerConvGroup), numConvGroups(numConvGroups),
+      inputTransform(this->inputFieldShape.size()), kernelTransform(this->inputFieldShape.size()),
+      outputTransform(this->inputFieldShape.size()) {}
+
+ConvParams::ConvParams(poplar::Type inputType, poplar::Type outputType, std::size_t batchSize,
+                       std::vector<std::size_t> inputFieldShape, std::vector<std::size_t> kernelShape,
+                       std::size_t inputChannelsPerConvGroup, std::size_t outputChannelsPerConvGroup,
+                       std::size_t numConvGroups, InputTransform inputTransform, InputTransform kernelTransform,
+                       OutputTransform outputTransform)
+    : inputType(inputType), outputType(outputType), batchSize(batchSize), inputFieldShape(std::move(inputFieldShape)),
+      kernelShape(std::move(kernelShape)), inputChannelsPerConvGroup(inputChannelsPerConvGroup),
+      outputChannelsPerConvGroup(outputChannelsPerConvGroup), numConvGroups(numConvGroups),
+      inputTransform(std::move(inputTransform)), kernelTransform(std::move(kernelTransform)),
+      outputTransform(std::move(outputTransform)) {}
+
+unsigned ConvParams::getTruncatedInputSize(unsigned d) const {
+  const std::size_t cut = at(inputTransform.truncationLower, d, 0) + at(inputTransform.truncationUpper, d, 0);
+  return static_cast<unsigned>(inputFieldShape[d] > cut ? inputFieldShape[d] - cut : 0);
+}
+unsigned ConvParams::getTruncatedKernelSize(unsigned d) const {
+  const std::size_t cut = at(kernelTransform.truncationLower, d, 0) + at(kernelTransform.truncationUpper, d, 0);
+  return static_cast<unsigned>(kernelShape[d] > cut ? kernelShape[d] - cut : 0);
+}
+unsigned ConvParams::getTransformedInputSize(unsigned d) const {
+  return static_cast<unsigned>(dilated(getTruncatedInputSize(d), at(inputTransform.dilation, d, 1)) +
+                               at(inputTransform.paddingLower, d, 0) + at(inputTransform.paddingUpper, d, 0));
+}
+unsigned ConvParams::getTransformedKernelSize(unsigned d) const {
+  return static_cast<unsigned>(dilated(getTruncatedKernelSize(d), at(kernelTransform.dilation, d, 1)) +
+                               at(kernelTransform.paddingLower, d, 0) + at(kernelTransform.paddingUpper, d, 0));
+}
+std::size_t ConvParams::getUntransformedOutputSize(unsigned d) const {
+  const std::size_t in = getTransformedInputSize(d), k = getTransformedKernelSize(d);
+  return in + 1 > k ? in + 1 - k : 0;
+}
+std::size_t ConvParams::getOutputSize(unsigned d) const {
+  const std::size_t raw = getUntransformedOutputSize(d);
+  const std::size_t cut = at(outputTransform.truncationLower, d, 0) + at(outputTransform.truncationUpper, d, 0);
+  const std::size_t truncated = raw > cut ? raw - cut : 0;
+  const unsigned stride = at(outputTransform.stride, d, 1);
+  const std::size_t strided = truncated == 0 ? 0 : (truncated - 1) / stride + 1;
+  return strided + at(outputTransform.paddingLower, d, 0) + at(outputTransform.paddingUpper, d, 0);
+}
+std::vector<std::size_t> ConvParams::getOutputFieldShape() const {
+  std::vector<std::size_t> s;
+  for (unsigned d = 0; d < inputFieldShape.size(); ++d) s.push_back(getOutputSize(d));
+  return s;
+}
+
+void ConvParams::validate() const {
+  const std::size_t F = inputFieldShape.size();
+  if (kernelShape.size() != F)
+    throw poputil::poplibs_error(message("ConvParams: kernel shape ", shapeString(kernelShape),
+                                         " and input field shape ", shapeString(inputFieldShape),
+                                         " differ in rank"));
+  auto checkLen = [&](std::size_t n, const char *what) {
+    if (n != 0 && n != F)
+      throw poputil::poplibs_error(message("ConvParams: ", what, " has ", n, " entries for ", F, " field dimensions"));
+  };
+  for (const auto *t : {&inputTransform, &kernelTransform}) {
+    checkLen(t->truncationLower.size(), "truncationLower");
+    checkLen(t->truncationUpper.size(), "truncationUpper");
+    checkLen(t->dilation.size(), "dilation");
+    checkLen(t->paddingLower.size(), "paddingLower");
+    checkLen(t->paddingUpper.size(), "paddingUpper");
+    checkLen(t->flip.size(), "flip");
+    for (auto d : t->dilation)
+      if (d == 0) throw poputil::poplibs_error("ConvParams: dilation must be at least 1");
+  }
+  checkLen(outputTransform.stride.size(), "stride");
+  for (auto s : outputTransform.stride)
+    if (s == 0) throw poputil::poplibs_error("ConvParams: stride must be at least 1");
+  if (numConvGroups == 0) throw poputil::poplibs_error("ConvParams: numConvGroups must be at least 1");
+  for (unsigned d = 0; d < F; ++d)
+    if (getTransformedKernelSize(d) > getTransformedInputSize(d))
+      throw poputil::poplibs_error(message("ConvParams: in field dimension ", d, " the kernel (",
+                                           getTransformedKernelSize(d), " after its transforms) is larger than the "
+                                           "input (", getTransformedInputSize(d), " after padding and dilation)"));
+}
+
+bool operator==(const ConvParams &a, const ConvParams &b) {
+  return a.inputType == b.inputType && a.outputType == b.outputType && a.batchSize == b.batchSize &&
+         a.inputFieldShape == b.inputFieldShape && a.kernelShape == b.kernelShape &&
+         a.inputChannelsPerConvGroup == b.inputChannelsPerConvGroup &&
+         a.outputChannelsPerConvGroup == b.outputChannelsPerConvGroup && a.numConvGroups == b.numConvGroups &&
+         a.inputTransform == b.inputTransform && a.kernelTransform == b.kernelTransform &&
+         a.outputTransform == b.outputTransform;
+}
+
+std::ostream &operator<<(std::ostream &os, const ConvParams &p) {
+  return os << "ConvParams{" << p.inputType << "->" << p.outputType << ", batch " << p.batchSize << ", field "
+            << shapeString(p.inputFieldShape) << ", kernel " << shapeString(p.kernelShape) << ", groups "
+            << p.numConvGroups << " x (" << p.inputChannelsPerConvGroup << " -> " << p.outputChannelsPerConvGroup
+            << ")}";
+}
+
+// --- convolution -----------------------------------------------------------------------
+
+namespace {
+
+/// Position in a transformed (truncated, dilated, padded, flipped) dimension
+/// -> position in the original, or -1 for an inserted zero.
+std::vector<long> transformMap(std::size_t size, const ConvParams::InputTransform &t, unsigned d) {
+  const unsigned tl = at(t.truncationLower, d, 0), tu = at(t.truncationUpper, d, 0);
+  const unsigned dil = at(t.dilation, d, 1), pl = at(t.paddingLower, d, 0), pu = at(t.paddingUpper, d, 0);
+  const std::size_t truncated = size > tl + tu ? size - tl - tu : 0;
+  const std::size_t dil_n = dilated(truncated, dil);
+  const std::size_t total = dil_n + pl + pu;
+  std::vector<long> map(total, -1);
+  for (std::size_t i = 0; i < total; ++i) {
+    const std::size_t j = at(t.flip, d) ? total - 1 - i : i; // undo the flip
+    if (j < pl || j >= pl + dil_n) continue;
+    const std::size_t k = j - pl;
+    if (k % dil != 0) continue;
+    map[i] = static_cast<long>(k / dil + tl);
+  }
+  return map;
+}
+
+/// Output position -> untransformed output position, or -1 for padding.
+std::vector<long> outputMap(const ConvParams &p, unsigned d) {
+  const auto &t = p.outputTransform;
+  const std::size_t raw = p.getUntransformedOutputSize(d);
+  const unsigned tl = at(t.truncationLower, d, 0), tu = at(t.truncationUpper, d, 0), s = at(t.stride, d, 1);
+  const unsigned pl = at(t.paddingLower, d, 0);
+  const std::size_t truncated = raw > tl + tu ? raw - tl - tu : 0;
+  const std::size_t strided = truncated == 0 ? 0 : (truncated - 1) / s + 1;
+  std::vector<long> map(p.getOutputSize(d), -1);
+  for (std::size_t j = 0; j < strided; ++j) map[pl + j] = static_cast<long>(j * s + tl);
+  return map;
+}
+
+/// Row-major flat index of a multi-index.
+template <class V> std::size_t flatIndex(const V &idx, const std::vector<std::size_t> &shape) {
+  std::size_t f = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + static_cast<std::size_t>(idx[d]);
+  return f;
+}
+
+/// Calls fn(multiIndex) for every index of shape, row-major.
+template <class F> void forEachIndex(const std::vector<std::size_t> &shape, F &&fn) {
+  const std::size_t n = poplar_host::product(shape);
+  std::vector<std::size_t> idx(shape.size(), 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    fn(idx);
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+} // namespace
+
+poplar::Tensor createWeights(poplar::Graph &graph, const ConvParams &params, const poplar::DebugContext &debugContext,
+                             const poplar::OptionFlags &options, PlanningCache *) {
+  params.validate();
+  checkOptions(options, "createWeights");
+  std::vector<std::size_t> shape{params.numConvGroups, params.outputChannelsPerConvGroup,
+                                 params.inputChannelsPerConvGroup};
+  shape.insert(shape.end(), params.kernelShape.begin(), params.kernelShape.end());
+  return poplar_host::newMappedVariable(graph, params.inputType, shape, nameOf(debugContext, "weights"));
+}
+
+poplar::Tensor createInput(poplar::Graph &graph, const ConvParams &params, const poplar::DebugContext &debugContext,
+                           const poplar::OptionFlags &options, PlanningCache *) {
+  params.validate();
+  checkOptions(options, "createInput");
+  std::vector<std::size_t> shape{params.batchSize, params.getNumInputChans()};
+  shape.insert(shape.end(), params.inputFieldShape.begin(), params.inputFieldShape.end());
+  return poplar_host::newMappedVariable(graph, params.inputType, shape, nameOf(debugContext, "input"));
+}
+
+poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const poplar::Tensor &weights,
+                           const ConvParams &params, bool transposeAndFlipWeights, poplar::program::Sequence &prog,
+                           const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
+                           PlanningCache *) {
+  params.validate();
+  checkOptions(options, "convolution");
+  const std::size_t F = params.getNumFieldDims(), N = params.batchSize, G = params.numConvGroups;
+  const std::size_t Ci = params.inputChannelsPerConvGroup, Co = params.outputChannelsPerConvGroup;
+  std::vector<std::size_t> inShape{N, G * Ci}, wShape{G, transposeAndFlipWeights ? Ci : Co,
+                                                        transposeAndFlipWeights ? Co : Ci};
+  inShape.insert(inShape.end(), params.inputFieldShape.begin(), params.inputFieldShape.end());
+  wShape.insert(wShape.end(), params.kernelShape.begin(), params.kernelShape.end());
+  if (in.shape() != inShape)
+    throw poputil::poplibs_error(message("convolution: input shape ", in.shapeToString(), " should be ",
+                                         shapeString(inShape), " for ", params));
+  if (weights.shape() != wShape)
+    throw poputil::poplibs_error(message("convolution: weights shape ", weights.shapeToString(), " should be ",
+                                         shapeString(wShape), transposeAndFlipWeights ? " (transposed)" : "",
+                                         " for ", params));
+  if (in.elementType() != params.inputType || weights.elementType() != params.inputType)
+    throw poputil::poplibs_error(message("convolution: input and weights must be ", params.inputType, ", got ",
+                                         in.elementType(), " and ", weights.elementType()));
+
+  const auto outField = params.getOutputFieldShape();
+  std::vector<std::size_t> outShape{N, G * Co};
+  outShape.insert(outShape.end(), outField.begin(), outField.end());
+  auto out = poplar_host::newMappedVariable(graph, params.outputType, outShape, nameOf(debugContext, "conv"));
+
+  // Geometry tables, fixed at graph construction:
+  //   kernelPos[k'] -> kernel element (flat) or -1, per transformed kernel position
+  //   inputAt[k'][j] -> input element (flat) feeding output j through k', or -1
+  std::vector<std::size_t> tKernelShape, tInputShape;
+  std::vector<std::vector<long>> inMap(F), kMap(F), oMap(F);
+  for (unsigned d = 0; d < F; ++d) {
+    inMap[d] = transformMap(params.inputFieldShape[d], params.inputTransform, d);
+    kMap[d] = transformMap(params.kernelShape[d], params.kernelTransform, d);
+    oMap[d] = outputMap(params, d);
+    tKernelShape.push_back(kMap[d].size());
+    tInputShape.push_back(inMap[d].size());
+  }
+  const std::size_t outN = poplar_host::product(outField), kN = poplar_host::product(params.kernelShape);
+  std::vector<long> kernelPos;
+  std::vector<std::vector<long>> inputAt;
+  forEachIndex(tKernelShape, [&](const std::vector<std::size_t> &kt) {
+    std::vector<long> k(F);
+    for (unsigned d = 0; d < F; ++d) k[d] = kMap[d][kt[d]];
+    if (std::find(k.begin(), k.end(), -1L) != k.end()) return; // an inserted zero of the kernel
+    std::vector<std::size_t> kIdx(k.begin(), k.end());
+    if (transposeAndFlipWeights)
+      for (unsigned d = 0; d < F; ++d) kIdx[d] = params.kernelShape[d] - 1 - kIdx[d];
+    kernelPos.push_back(static_cast<long>(flatIndex(kIdx, params.kernelShape)));
+    std::vector<long> row(outN, -1);
+    std::size_t j = 0;
+    forEachIndex(outField, [&](const std::vector<std::size_t> &o) {
+      std::vector<std::size_t> iIdx(F);
+      bool valid = true;
+      for (unsigned d = 0; d < F && valid; ++d) {
+        const long raw = oMap[d][o[d]];
+        if (raw < 0) valid = false;
+        else {
+          const long i = inMap[d][static_cast<std::size_t>(raw) + kt[d]];
+          if (i < 0) valid = false;
+          else iIdx[d] = static_cast<std::size_t>(i);
+        }
+      }
+      if (valid) row[j] = static_cast<long>(flatIndex(iIdx, params.inputFieldShape));
+      ++j;
+    });
+    inputAt.push_back(std::move(row));
+  });
+  const std::size_t inN = poplar_host::product(params.inputFieldShape);
+  const bool transposed = transposeAndFlipWeights;
+
+  poplar_host::addHostStep(prog, nameOf(debugContext, "convolution"), [=](ReplicaContext &ctx) {
+    const auto x = ctx.read(in), w = ctx.read(weights);
+    std::vector<double> y(N * G * Co * outN, 0.0);
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t g = 0; g < G; ++g)
+        for (std::size_t o = 0; o < Co; ++o) {
+          double *acc = &y[((n * G + g) * Co + o) * outN];
+          for (std::size_t c = 0; c < Ci; ++c) {
+            const double *xc = &x[(n * G * Ci + g * Ci + c) * inN];
+            const std::size_t wBase = transposed ? ((g * Ci + c) * Co + o) * kN : ((g * Co + o) * Ci + c) * kN;
+            for (std::size_t k = 0; k < kernelPos.size(); ++k) {
+              const double wv = w[wBase + static_cast<std::size_t>(kernelPos[k])];
+              const long *row = inputAt[k].data();
+              for (std::size_t j = 0; j < outN; ++j)
+                if (row[j] >= 0) acc[j] += xc[row[j]] * wv;
+            }
+          }
+        }
+    ctx.write(out, y);
+  });
+  return out;
+}
+
+poplar::Tensor createBiases(poplar::Graph &graph, const poplar::Tensor &acts, const poplar::DebugContext &debugContext) {
+  if (acts.rank() < 2) throw poputil::poplibs_error("createBiases: activations need a channel dimension");
+  return poplar_host::newMappedVariable(graph, acts.elementType(), {acts.dim(1)}, nameOf(debugContext, "biases"));
+}
+
+void addBias(poplar::Graph &, const poplar::Tensor &acts, const poplar::Tensor &biases, poplar::program::Sequence &prog,
+             const poplar::DebugContext &debugContext) {
+  if (acts.rank() < 2 || biases.rank() != 1 || biases.dim(0) != acts.dim(1))
+    throw poputil::poplibs_error(message("addBias: biases ", biases.shapeToString(), " do not match activations ",
+                                         acts.shapeToString()));
+  const std::size_t C = acts.dim(1), inner = acts.numElements() / (acts.dim(0) * C);
+  poplar_host::addHostStep(prog, nameOf(debugContext, "addBias"), [=](ReplicaContext &ctx) {
+    auto a = ctx.read(acts);
+    const auto b = ctx.read(biases);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[(i / inner) % C];
+    ctx.write(acts, a);
+  });
+}
+
+} // namespace poplin
