@@ -1,7 +1,8 @@
 import { CommGroupType, Options } from '@tilegraph/frontend';
 import { DiagnosticError, Tensor } from '@tilegraph/ir';
 import { makeOptimizer } from '@tilegraph/passes';
-import { DataLoader, Dataset, trainingModel } from '@tilegraph/runtime';
+import { DataLoader, Dataset } from '@tilegraph/runtime';
+import { trainingModel } from './support/reference.js';
 import { expectClose, feed, linearRegression, linregGrad, regressionBatch, sgdStep, thrown } from './support/sessions.js';
 
 /**

@@ -1,9 +1,9 @@
 import { ModelBuilder, Options } from '@tilegraph/frontend';
 import { Rng, Tensor } from '@tilegraph/ir';
 import { makeOptimizer } from '@tilegraph/passes';
-import { trainingModel } from '@tilegraph/runtime';
+import { trainingModel } from './support/reference.js';
 
-/** The TypeScript example of the README, as written there. */
+/** The TypeScript example of the README, as written there (run on the reference interpreter; the compiled path has tests of its own). */
 describe('README TypeScript example', () => {
   it('builds, trains and reads the weights back', () => {
     const m = new ModelBuilder('mlp');

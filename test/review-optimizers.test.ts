@@ -1,7 +1,7 @@
 import { Options } from '@tilegraph/frontend';
 import { DiagnosticError, Graph, GraphBuilder, Tensor } from '@tilegraph/ir';
 import { OptimizerArgs, OptimizerType, defaultMeanStrategy, makeOptimizer } from '@tilegraph/passes';
-import { trainingModel } from '@tilegraph/runtime';
+import { trainingModel } from './support/reference.js';
 import { expectClose, thrown } from './support/sessions.js';
 
 /**

@@ -1,7 +1,8 @@
 import { CommGroupType, Options } from '@tilegraph/frontend';
 import { DiagnosticError, Graph, GraphBuilder, Tensor, error } from '@tilegraph/ir';
 import { makeOptimizer } from '@tilegraph/passes';
-import { BackendFactory, referenceBackend, trainingModel } from '@tilegraph/runtime';
+import { BackendFactory, referenceBackend } from '@tilegraph/runtime';
+import { trainingModel } from './support/reference.js';
 import { expectClose, feed, linearRegression, linregGrad, regressionBatch, sgdStep, thrown } from './support/sessions.js';
 
 /** Session behaviour a PopTorch user relies on: state dicts, retries, replica grouping by name. */
@@ -91,7 +92,7 @@ describe('label checks', () => {
     const { GraphBuilder, Tensor } = await import('@tilegraph/ir');
     const { Options } = await import('@tilegraph/frontend');
     const { makeOptimizer } = await import('@tilegraph/passes');
-    const { trainingModel } = await import('@tilegraph/runtime');
+    const { trainingModel } = await import('./support/reference.js');
     const b = new GraphBuilder('m');
     const x = b.input('x', 'float32', [2, 3]);
     const y = b.input('y', 'int32', [2]);
@@ -106,7 +107,7 @@ describe('label checks', () => {
     const { GraphBuilder, Tensor } = await import('@tilegraph/ir');
     const { Options } = await import('@tilegraph/frontend');
     const { makeOptimizer } = await import('@tilegraph/passes');
-    const { trainingModel } = await import('@tilegraph/runtime');
+    const { trainingModel } = await import('./support/reference.js');
     const b = new GraphBuilder('m');
     const x = b.input('x', 'float32', [2]);
     const w = b.parameter('w', 'float32', [2], Tensor.full('float32', [2], 1));

@@ -1,7 +1,7 @@
 import { MeanReductionStrategy, Options, ReductionType } from '@tilegraph/frontend';
 import { GraphBuilder, Tensor } from '@tilegraph/ir';
 import { makeOptimizer } from '@tilegraph/passes';
-import { trainingModel } from '@tilegraph/runtime';
+import { trainingModel } from './support/reference.js';
 import { expectClose, feed, linearRegression, linregGrad, regressionBatch, sgdStep } from './support/sessions.js';
 
 /**

@@ -1,7 +1,8 @@
 import { CommGroupType, MeanReductionStrategy, Options, OutputMode, VariableRetrievalMode } from '@tilegraph/frontend';
 import { DiagnosticError, Graph, GraphBuilder, Tensor } from '@tilegraph/ir';
 import { makeOptimizer } from '@tilegraph/passes';
-import { WeightGrouping, inferenceModel, trainingModel } from '@tilegraph/runtime';
+import { WeightGrouping } from '@tilegraph/runtime';
+import { inferenceModel, trainingModel } from './support/reference.js';
 import { Batch, expectClose, feed, linearRegression, linregGrad, regressionBatch, sgdStep, thrown } from './support/sessions.js';
 
 /**

@@ -1,7 +1,7 @@
 import { Options, OutputMode } from '@tilegraph/frontend';
 import { DiagnosticError, Graph, GraphBuilder, Tensor } from '@tilegraph/ir';
 import { makeOptimizer } from '@tilegraph/passes';
-import { inferenceModel, trainingModel } from '@tilegraph/runtime';
+import { inferenceModel, trainingModel } from './support/reference.js';
 import { expectClose, feed, linearRegression, linregGrad, regressionBatch, sgdStep, thrown } from './support/sessions.js';
 
 /**

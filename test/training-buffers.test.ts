@@ -1,7 +1,7 @@
 import { Options } from '@tilegraph/frontend';
 import { GraphBuilder, Tensor } from '@tilegraph/ir';
 import { makeOptimizer } from '@tilegraph/passes';
-import { trainingModel } from '@tilegraph/runtime';
+import { trainingModel } from './support/reference.js';
 
 describe('batch-norm running statistics during training', () => {
   it('are written back after every micro-batch and receive no gradient', () => {

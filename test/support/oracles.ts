@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { Options, ReductionType } from '@tilegraph/frontend';
 import { Graph, GraphBuilder, Tensor } from '@tilegraph/ir';
 import { OptimizerSpec, OptimizerType, makeOptimizer } from '@tilegraph/passes';
-import { BackendFactory, trainingModel } from '@tilegraph/runtime';
+import { BackendFactory } from '@tilegraph/runtime';
+import { trainingModel } from './reference.js';
 
 /** Access to the PyTorch fixtures in ../shared/oracles (see its README for the semantics). */
 

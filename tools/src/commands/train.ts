@@ -5,7 +5,7 @@ import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
 import { Graph, Rng, Tensor, isFloat } from '@tilegraph/ir';
 import { OptimizerType, formatTimings, makeOptimizer } from '@tilegraph/passes';
-import { trainingModel } from '@tilegraph/runtime';
+import { findToolchain, referenceBackend, trainingModel } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
 import { loadModel } from '../load.js';
 import { loadOptionsFile } from '../options.js';
@@ -97,6 +97,7 @@ interface TrainFlags {
   accumulation?: number;
   deviceIterations?: number;
   save?: string;
+  backend: string;
   progress: boolean;
 }
 
@@ -115,6 +116,7 @@ export function registerTrain(program: Command): void {
     .option('--replicas <n>', 'replicationFactor', (v) => Number(v))
     .option('--accumulation <n>', 'Training.gradientAccumulation', (v) => Number(v))
     .option('--device-iterations <n>', 'deviceIterations', (v) => Number(v))
+    .option('--backend <target>', 'where the step runs: ipu (compiled: the Poplar SDK if popc is on PATH, else the poplar-host emulation) or reference (the IR interpreter)', 'ipu')
     .option('--save <file>', 'write the trained weights as JSON')
     .option('--no-progress', 'no progress bar');
   registerPassFlags(cmd);
@@ -131,7 +133,10 @@ export function registerTrain(program: Command): void {
     const g = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}) });
     const opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
     const { passes, timePasses } = passFlags(o);
-    const trainer = trainingModel(g, options, opt, { passes });
+    const backendName = (o.backend as string).toLowerCase();
+    if (backendName !== 'ipu' && backendName !== 'reference') throw new UsageError(`--backend must be ipu or reference, got '${o.backend}'`);
+    const trainer = trainingModel(g, options, opt, { passes, ...(backendName === 'reference' ? { backend: referenceBackend } : {}) });
+    const target = backendName === 'reference' ? 'the reference interpreter' : findToolchain().kind === 'sdk' ? 'the IPU (Poplar SDK)' : 'the emulated IPU (poplar-host)';
 
     const micro = g.inputs()[0]?.result.type.shape[0] ?? 1;
     const inputGroups = options.replication_factor / Math.max(1, options.input_group_size);
@@ -156,9 +161,11 @@ export function registerTrain(program: Command): void {
       return idx;
     };
 
-    process.stdout.write(`training ${g.name} (${g.parameters().length} parameters) with ${opt.type} on the reference backend: ${o.steps} steps of ${perRun} samples\n`);
-    const t0 = performance.now();
+    process.stdout.write(`training ${g.name} (${g.parameters().length} parameters) with ${opt.type} on ${target}: ${o.steps} steps of ${perRun} samples\n`);
+    const tc = performance.now();
     trainer.compile();
+    process.stdout.write(`compiled in ${((performance.now() - tc) / 1000).toFixed(1)} s\n`);
+    const t0 = performance.now();
     stderrReporter().report(trainer.warnings);
     if (timePasses) process.stderr.write(formatTimings(trainer.passTimings) + '\n');
     const bar = o.progress && process.stderr.isTTY ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} steps | loss {loss}', hideCursor: true }, cliProgress.Presets.shades_classic) : undefined;

@@ -1,3 +1,4 @@
+import { DiagnosticError, error } from '@tilegraph/ir';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -77,16 +78,16 @@ let cached: Toolchain | undefined;
 export function findToolchain(prefer: 'auto' | 'sdk' | 'emulation' = 'auto'): Toolchain {
   if (prefer === 'auto' && cached) return cached;
   const cxx = process.env['CXX'] || findOnPath('g++') || findOnPath('c++');
-  if (!cxx) throw new Error('no C++ compiler found: install g++ (or set CXX)');
+  if (!cxx) throw new DiagnosticError(error('no C++ compiler found', undefined, ['install g++ (apt-get install g++) or set CXX']));
   const popc = prefer === 'emulation' ? undefined : findOnPath('popc');
   let t: Toolchain;
   if (popc) {
     t = { kind: 'sdk', popc, cxx, version: `${firstLine(popc, ['--version'])} | ${firstLine(cxx, ['--version'])}` };
   } else {
-    if (prefer === 'sdk') throw new Error('the Poplar SDK was requested but popc is not on PATH (source the SDK enable script)');
+    if (prefer === 'sdk') throw new DiagnosticError(error('the Poplar SDK was requested but popc is not on PATH', undefined, ['source the SDK enable script']));
     const poplarHost = poplarHostDir();
     if (!fs.existsSync(path.join(poplarHost, 'include', 'poplar', 'Graph.hpp'))) {
-      throw new Error(`the Poplar emulation is missing (${poplarHost}); reinstall tilegraph`);
+      throw new DiagnosticError(error(`the Poplar emulation is missing (${poplarHost})`, undefined, ['reinstall tilegraph']));
     }
     const version = createHash('sha256')
       .update(hashTree([path.join(poplarHost, 'include'), path.join(poplarHost, 'src'), path.join(poplarHost, 'tools')]))

@@ -28,7 +28,8 @@ import {
   buildTrainingModule,
   updateHyper,
 } from '@tilegraph/passes';
-import { Backend, BackendFactory, referenceBackend } from './backend.js';
+import { Backend, BackendFactory } from './backend.js';
+import { compiledBackendFor } from '../compiled/backend.js';
 import { OutputSelection, RunLayout, microBatchesPerRun, selectOutputs, splitBatch, streamForReplicas } from './io.js';
 
 /** Per-weight replica grouping, as PopTorch's `per_replica_params`: (CommGroupType, shards, VariableRetrievalMode). */
@@ -41,7 +42,10 @@ export interface WeightGrouping {
 export interface ExecutorSettings {
   /** Weight name → replica grouping. */
   readonly replicaGrouping?: Readonly<Record<string, WeightGrouping>>;
-  /** Where the step runs (default: the reference interpreter). */
+  /**
+   * Where the step runs. Default: the compiled executable — built with the Poplar SDK when popc
+   * is on PATH, else against the poplar-host emulation. `referenceBackend` interprets the IR.
+   */
   readonly backend?: BackendFactory;
   /** Where ipu_print_tensor writes. */
   readonly print?: (line: string) => void;
@@ -158,7 +162,7 @@ export abstract class PoplarExecutor {
     const module = this.buildModule(step);
     const seed = this.options.random_seed;
     // set only once the backend exists, so a failed start is retried rather than half-compiled
-    this.backend = (this.settings.backend ?? referenceBackend)(module, {
+    this.backend = (this.settings.backend ?? compiledBackendFor(this.options))(module, {
       ...(seed !== undefined ? { seed } : {}),
       ...(this.settings.print ? { print: this.settings.print } : {}),
     });
