@@ -1,5 +1,6 @@
 import { benchImport } from './import.js';
 import { benchIr } from './ir.js';
+import { benchRun } from './run.js';
 
 /**
  * `npm run bench -- <name...>`: runs the named benchmarks (all of them when none is named).
@@ -8,6 +9,7 @@ import { benchIr } from './ir.js';
 export const BENCHMARKS: Record<string, () => Promise<void>> = {
   ir: benchIr,
   import: benchImport,
+  run: benchRun,
 };
 
 async function main(argv: readonly string[]): Promise<number> {
