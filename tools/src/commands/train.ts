@@ -16,7 +16,7 @@ const OPTIMIZERS: Record<string, OptimizerType> = { sgd: 'SGD', adam: 'Adam', ad
 /**
  * A learnable synthetic classification task: float inputs are standard normal; each integer
  * input (the labels) is the arg-max of a fixed random linear "teacher" applied to the first float
- * input, so a model that can represent a linear classifier drives its loss down.
+ * input (its first 64 features), so a model that can represent a linear classifier drives its loss down.
  */
 export class TeacherDataset {
   readonly length: number;
@@ -28,8 +28,9 @@ export class TeacherDataset {
     const rng = new Rng(seed, 7);
     const inputs = g.inputs().map((o) => ({ name: o.attrs['name'] as string, type: o.result.type }));
     const floats = inputs.filter((i) => isFloat(i.type.dtype));
-    const features = floats[0] ? floats[0].type.shape.slice(1).reduce((a, d) => a * d, 1) : 0;
-    const teacher = Array.from({ length: classes * features }, () => rng.normal());
+    // the teacher reads at most the first 64 features, so its size stays small for wide inputs
+    const features = Math.min(64, floats[0] ? floats[0].type.shape.slice(1).reduce((a, d) => a * d, 1) : 0);
+    const teacher = Float64Array.from({ length: classes * features }, () => rng.normal());
     for (const i of inputs) this.shapes[i.name] = { dtype: i.type.dtype, shape: i.type.shape.slice(1) };
     for (let n = 0; n < length; n++) {
       const s: Record<string, number[]> = {};
