@@ -296,6 +296,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   e.emit(`forEachRegion(${g}, ${outFlat[0]!}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {${conn.join(', ')}});`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
+  e.emit(`  setCycles(${g}, v, e - b, ${Math.max(1, spec.nodes.length)});`);
   spec.outputs.forEach((o, m) => {
     if (o.mapHere) e.emit(`  ${g}.setTileMapping(${outFlat[m]!}.slice(b, e), tile);`);
   });

@@ -111,6 +111,7 @@ function lowerIntMatmul(op: Op, e: GraphEmitter, A3: string, B3: string, m: numb
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {{"a", ${fa}}, {"b", ${fb}}, {"out", ${fo}.slice(b, e)}});`);
   e.emit(`  ${g}.setInitialValue(v["begin"], unsigned(b));`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
+  e.emit(`  setCycles(${g}, v, e - b, ${2 * k});`);
   e.emit('});');
   e.emit(`prog.add(poplar::program::Execute(${cs}));`);
 }

@@ -234,6 +234,7 @@ function emitPlanes(
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {${[...conn, `{"out", ${fo}.slice(b, e)}`].join(', ')}});`);
   e.emit(`  ${g}.setInitialValue(v["begin"], unsigned(b - p0 * ${planeOut}));`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
+  e.emit(`  setCycles(${g}, v, e - b, 16);`);
   e.emit('});');
   e.emit(`prog.add(poplar::program::Execute(${cs}));`);
 }

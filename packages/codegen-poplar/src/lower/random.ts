@@ -75,6 +75,7 @@ function emitRandom(op: Op, e: GraphEmitter, vertex: string, out: string, extra:
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {${conn.join(', ')}});`);
   e.emit(`  ${g}.setInitialValue(v["begin"], unsigned(b));`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
+  e.emit(`  setCycles(${g}, v, e - b, 12);`);
   extra.forEach((x, i) => {
     if (x.mapHere) e.emit(`  ${g}.setTileMapping(${flat[i]!}.slice(b, e), tile);`);
   });

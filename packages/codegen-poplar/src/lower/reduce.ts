@@ -177,6 +177,7 @@ function lowerArgmax(op: Op, e: GraphEmitter): void {
   e.emit(`forEachRegion(${g}, ${fo}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {{"in", ${rowsView}.slice(b, e).flatten()}, {"out", ${fo}.slice(b, e)}});`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
+  e.emit(`  setCycles(${g}, v, e - b, ${2 * len});`);
   e.emit('});');
   e.emit(`prog.add(poplar::program::Execute(${cs}));`);
 }
