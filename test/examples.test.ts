@@ -41,7 +41,11 @@ describeIfOracles('example models match the PyTorch oracles', () => {
       const fixture = JSON.parse(fs.readFileSync(path.join(ORACLES, `${model}.json`), 'utf8'));
       const g = loadModelFile(path.join(EXAMPLES, `${model}.tg`));
       expect(verifyGraph(g)).toEqual([]);
-      expect(g.parameters().map((p) => p.attrs['name'])).toEqual(fixture.param_names);
+      // the trained parameters, then (like torch's state_dict) the batch-norm buffers
+      const buffers = Object.keys(fixture.buffers ?? {});
+      const names = g.parameters().map((p) => p.attrs['name'] as string);
+      expect(names.filter((n) => !buffers.includes(n))).toEqual(fixture.param_names);
+      expect(names.filter((n) => buffers.includes(n)).sort()).toEqual([...buffers].sort());
 
       const parameters: Record<string, Tensor> = {};
       for (const [name, t] of Object.entries(fixture.params as Record<string, JsonTensor>)) parameters[name] = Tensor.from('float32', t.shape, t.data);

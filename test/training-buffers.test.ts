@@ -32,3 +32,20 @@ describe('batch-norm running statistics during training', () => {
     expect(m.getTensorNames()).toContain('w.accum');
   });
 });
+
+describe('the model language batch_norm2d', () => {
+  it('keeps running statistics as state that training updates', async () => {
+    const path = await import('node:path');
+    const { fileURLToPath } = await import('node:url');
+    const { loadModelFile } = await import('@tilegraph/frontend');
+    const file = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../examples/cnn.tg');
+    const g = loadModelFile(file, { args: { batch: 2 } });
+    const m = trainingModel(g, new Options(), makeOptimizer('SGD', { lr: 0.1 }));
+    const x = Tensor.from('float32', [2, 1, 8, 8], Array.from({ length: 128 }, (_, i) => Math.sin(i) + 1));
+    m.run({ x, y: Tensor.from('int32', [2], [1, 3]) });
+    const rm = m.readTensor('bn.running_mean').toArray();
+    // 0.9·0 + 0.1·(batch mean of each channel): non-zero after one step
+    expect(rm.every((v) => v !== 0)).toBe(true);
+    expect(m.getTensorNames()).not.toContain('bn.running_mean.accum');
+  });
+});
