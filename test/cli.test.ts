@@ -79,6 +79,17 @@ describe('tilegraph CLI', () => {
     expect(r.out).toContain('[scope = "fc1/grad"]');
   });
 
+  it('trains an ONNX export with an added loss, and refuses one without', () => {
+    const onnx = path.resolve(root, '../shared/oracles/mlp.onnx');
+    if (!fs.existsSync(onnx)) return; // the shared oracles are beside the clone in CI
+    const none = run('train', onnx, '--batch-size', '4', '--steps', '2', '--backend', 'reference', '--no-progress');
+    expect(none.code).toBe(1);
+    expect(none.err).toContain('error: the model has no loss');
+    const r = run('train', onnx, '--batch-size', '4', '--steps', '3', '--loss', 'cross_entropy', '--backend', 'reference', '--no-progress');
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/on the reference interpreter: 3 steps of 4 samples/);
+  });
+
   it('trains the example MLP and the loss falls', () => {
     const r = run('train', 'examples/mlp.tg', '--steps', '120', '--batch-size', '32', '--optimizer', 'adam', '--lr', '0.01', '--no-progress');
     expect(r.code).toBe(0);

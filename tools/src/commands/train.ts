@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
-import { Graph, Rng, Tensor, isFloat } from '@tilegraph/ir';
+import { Graph, GraphBuilder, Rng, Tensor, isFloat } from '@tilegraph/ir';
 import { OptimizerType, formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { findToolchain, referenceBackend, trainingModel } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
@@ -68,6 +68,29 @@ export class TeacherDataset {
   }
 }
 
+/** Appends a loss on the first output: PyTorch's CrossEntropyLoss(mean) or MSELoss(mean). */
+function withLoss(g: Graph, kind: string): Graph {
+  if (g.ops.some((op) => op.kind === 'identity_loss')) throw new UsageError('--loss: the model already has a loss');
+  const out = g.outputs[0];
+  if (!out) throw new UsageError('--loss: the model has no output to put a loss on');
+  const b = new GraphBuilder(g);
+  const t = out.value.type;
+  let loss;
+  if (kind === 'cross_entropy') {
+    if (t.shape.length < 2) throw new UsageError(`--loss cross_entropy needs an output of class scores [batch, classes, ...]; '${out.name}' is ${t.dtype}[${t.shape}]`);
+    const labels = b.input('labels', 'int32', [t.shape[0]!, ...t.shape.slice(2)]);
+    loss = b.op('cross_entropy', [out.value, labels]);
+  } else if (kind === 'mse') {
+    const targets = b.input('targets', t.dtype, t.shape);
+    const d = b.op('sub', [out.value, targets]);
+    loss = b.op('reduce_mean', [b.op('mul', [d, d])]);
+  } else {
+    throw new UsageError(`--loss must be cross_entropy or mse, got '${kind}'`);
+  }
+  b.output('loss', b.op('identity_loss', [loss], { reduction: 'mean' }));
+  return g;
+}
+
 /** Classes of the task: the class dimension of an output named logits, else 2. */
 function classCount(g: Graph): number {
   const logits = g.outputs.find((o) => o.name === 'logits');
@@ -99,6 +122,7 @@ interface TrainFlags {
   deviceIterations?: number;
   save?: string;
   backend: string;
+  loss?: string;
   progress: boolean;
 }
 
@@ -118,6 +142,7 @@ export function registerTrain(program: Command): void {
     .option('--accumulation <n>', 'Training.gradientAccumulation', (v) => Number(v))
     .option('--device-iterations <n>', 'deviceIterations', (v) => Number(v))
     .option('--backend <target>', 'where the step runs: ipu (compiled: the Poplar SDK if popc is on PATH, else the poplar-host emulation) or reference (the IR interpreter)', 'ipu')
+    .option('--loss <kind>', 'add a loss to a model that has none (an ONNX export returning logits): cross_entropy (labels input "labels") or mse (targets input "targets"), on the first output')
     .option('--save <file>', 'write the trained weights as JSON')
     .option('--no-progress', 'no progress bar');
   registerPassFlags(cmd);
@@ -131,7 +156,8 @@ export function registerTrain(program: Command): void {
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);
     if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);
     if (o.deviceIterations !== undefined) options.deviceIterations(o.deviceIterations);
-    const g = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}) });
+    const loaded = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}) });
+    const g = o.loss ? withLoss(loaded, o.loss) : loaded;
     const opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
     const { passes, timePasses } = passFlags(o);
     const backendName = (o.backend as string).toLowerCase();
