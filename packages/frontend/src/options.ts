@@ -15,6 +15,7 @@
  * by a small parser that only knows literals, the enumerations and the option classes below.
  */
 import { readFileSync } from 'node:fs';
+import { editDistance } from '@tilegraph/ir';
 
 // ---------------------------------------------------------------------------------------------
 // Errors and argument checks
@@ -2307,23 +2308,10 @@ function fileMethods(obj: object): readonly string[] {
   return [];
 }
 
-function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = d[0]!;
-    d[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const cur = d[j]!;
-      d[j] = Math.min(d[j]! + 1, d[j - 1]! + 1, prev + (a[i - 1]!.toLowerCase() === b[j - 1]!.toLowerCase() ? 0 : 1));
-      prev = cur;
-    }
-  }
-  return d[b.length]!;
-}
 
 function unknownName(name: string, candidates: readonly string[], what: string): OptionsError {
   const best = candidates
-    .map((c) => ({ c, d: editDistance(name, c) }))
+    .map((c) => ({ c, d: editDistance(name, c, true) }))
     .filter((x) => x.d <= Math.max(2, Math.floor(name.length / 3)))
     .sort((x, y) => x.d - y.d)[0];
   return new OptionsError(`unknown ${what} '${name}'${best ? `; did you mean '${best.c}'?` : ''}`);

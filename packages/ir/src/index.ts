@@ -17,3 +17,4 @@ export * as kernels from './kernels/index.js';
 export * from './text/index.js';
 export * from './clone.js';
 export * from './program.js';
+export * from './suggest.js';

@@ -1,8 +1,7 @@
 import {
   AttrValue, Annotations, DTYPES, DType, Diagnostic, DiagnosticError, Frame, GraphBuilder, INIT_FUNCTIONS, InitSpec, Location,
   Op, Tensor, Value, dtypeShortName, formatLocation, formatShape, formatType, getOpDef, isInteger, opRegistry, parseDType, shapesEqual,
-  typesEqual,
-} from '@tilegraph/ir';
+  typesEqual, editDistance } from '@tilegraph/ir';
 import type * as A from './ast.js';
 import type { DslDiagnostic } from './errors.js';
 import { Callable, NONE, POISON, SourceModule, Val, describe, list, num, tensor } from './values.js';
@@ -105,19 +104,6 @@ export function seedFromName(name: string): number {
   return (h >>> 0) & 0x7fffffff;
 }
 
-function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = d[0]!;
-    d[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const cur = d[j]!;
-      d[j] = Math.min(d[j]! + 1, d[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = cur;
-    }
-  }
-  return d[b.length]!;
-}
 
 function suggest(name: string, candidates: Iterable<string>): string[] {
   // Names of one or two letters are too short for a typo to be recognisable.
