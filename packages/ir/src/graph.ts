@@ -10,6 +10,30 @@ export interface Use {
   readonly index: number;
 }
 
+/** A use that knows its place in the value's use list, so it is removed in O(1). */
+class UseSlot implements Use {
+  constructor(
+    readonly op: Op,
+    readonly index: number,
+    public pos: number,
+  ) {}
+}
+
+function attachUse(v: Value, op: Op, index: number): UseSlot {
+  const u = new UseSlot(op, index, v.uses.length);
+  v.uses.push(u);
+  return u;
+}
+
+/** Swap-removes a use from its value's list. */
+function detachUse(v: Value, u: UseSlot): void {
+  const last = v.uses.pop() as UseSlot;
+  if (last !== u) {
+    v.uses[u.pos] = last;
+    last.pos = u.pos;
+  }
+}
+
 /** An SSA value: one result of one op. */
 export class Value {
   readonly id: number;
@@ -58,6 +82,8 @@ export class Op {
   annotations: Annotations;
   /** Set when removed from its graph. */
   erased = false;
+  /** The use each operand makes of its value (parallel to `operands`). */
+  operandUses: UseSlot[] = [];
 
   constructor(id: number, def: OpDef, operands: Value[], attrs: Attrs, opts: OpOptions) {
     this.id = id;
@@ -165,7 +191,7 @@ export class Graph {
   /** Appends an op whose attributes are complete and whose result types are known (parser, cloning). */
   insertOp(def: OpDef, operands: readonly Value[], attrs: Attrs, opts: OpOptions, types: readonly TensorType[]): Op {
     const op = new Op(this.nextOpId++, def, [...operands], attrs, opts);
-    operands.forEach((v, i) => v.uses.push({ op, index: i }));
+    op.operandUses = operands.map((v, i) => attachUse(v, op, i));
     types.forEach((t, i) => op.results.push(new Value(this.nextValueId++, t, op, i, opts.names?.[i])));
     this.opList.push(op);
     return op;
@@ -190,18 +216,17 @@ export class Graph {
 
   /** Replaces operand `index` of `op`, keeping use lists right. */
   setOperand(op: Op, index: number, v: Value): void {
-    const old = op.operands[index]!;
-    const k = old.uses.findIndex((u) => u.op === op && u.index === index);
-    if (k >= 0) old.uses.splice(k, 1);
+    detachUse(op.operands[index]!, op.operandUses[index]!);
     op.operands[index] = v;
-    v.uses.push({ op, index });
+    op.operandUses[index] = attachUse(v, op, index);
   }
 
   /** Points every use of `from` (and graph outputs) at `to`. */
   replaceAllUsesWith(from: Value, to: Value): void {
     if (from === to) return;
-    for (const u of from.uses) {
+    for (const u of from.uses as UseSlot[]) {
       u.op.operands[u.index] = to;
+      u.pos = to.uses.length;
       to.uses.push(u);
     }
     from.uses.length = 0;
@@ -216,10 +241,7 @@ export class Graph {
         throw new Error(`cannot erase ${op.kind}: result %${r.id} is still used`);
       }
     }
-    op.operands.forEach((v, i) => {
-      const k = v.uses.findIndex((u) => u.op === op && u.index === i);
-      if (k >= 0) v.uses.splice(k, 1);
-    });
+    op.operands.forEach((v, i) => detachUse(v, op.operandUses[i]!));
     op.erased = true;
     this.erasedCount++;
   }

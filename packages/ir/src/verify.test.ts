@@ -203,3 +203,20 @@ describe('verifyGraph', () => {
     );
   });
 });
+
+describe('use lists at scale', () => {
+  it('rewires every user of a widely shared value in linear time and keeps use lists exact', () => {
+    // 20k users of one constant, each rewired to another constant one at a time
+    const b = new GraphBuilder('g');
+    const c1 = b.scalar('float32', 1);
+    const c2 = b.scalar('float32', 2);
+    const users = Array.from({ length: 20000 }, () => b.addOp('neg', [c1]));
+    for (const u of users) b.graph.setOperand(u, 0, c2);
+    expect(c1.uses.length).toBe(0);
+    expect(c2.uses.length).toBe(20000);
+    expect(verifyGraph(b.graph)).toEqual([]);
+    for (const u of users.slice(0, 10000)) b.graph.eraseOp(u);
+    expect(c2.uses.length).toBe(10000);
+    expect(c2.uses.every((u) => u.op.operands[u.index] === c2 && !u.op.erased)).toBe(true);
+  });
+});
