@@ -90,6 +90,16 @@ describe('tilegraph CLI', () => {
     expect(r.out).toMatch(/on the reference interpreter: 3 steps of 4 samples/);
   });
 
+  it('writes the Poplar C++ of a training step', () => {
+    const dir = path.join(tmp, 'cpp');
+    const r = run('compile', 'examples/mlp.tg', '--emit-cpp', dir);
+    expect(r.code).toBe(0);
+    expect(fs.readdirSync(dir).sort()).toEqual(['codelets.cpp', 'host.cpp', 'plan.json']);
+    expect(fs.readFileSync(path.join(dir, 'host.cpp'), 'utf8')).toContain('poplin::matMul(');
+    expect(fs.readFileSync(path.join(dir, 'codelets.cpp'), 'utf8')).toContain('public poplar::MultiVertex');
+    expect(run('compile', 'examples/mlp.tg').code).toBe(2);
+  });
+
   it('trains the example MLP and the loss falls', () => {
     const r = run('train', 'examples/mlp.tg', '--steps', '120', '--batch-size', '32', '--optimizer', 'adam', '--lr', '0.01', '--no-progress');
     expect(r.code).toBe(0);

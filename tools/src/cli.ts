@@ -5,6 +5,7 @@ import { registerIr } from './commands/ir.js';
 import { registerRun } from './commands/run.js';
 import { registerTrain } from './commands/train.js';
 import { registerImport } from './commands/import.js';
+import { registerCompile } from './commands/compile.js';
 
 /** Exit codes: 0 success, 1 the input has errors (diagnostics printed), 2 bad usage, 70 internal error. */
 export const EXIT_OK = 0;
@@ -24,6 +25,7 @@ export function buildProgram(): Command {
   registerImport(program);
   registerRun(program);
   registerTrain(program);
+  registerCompile(program);
   return program;
 }
 
