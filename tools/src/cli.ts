@@ -58,6 +58,11 @@ export async function main(argv: readonly string[]): Promise<number> {
 
 const isEntry = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop()!);
 if (isEntry) {
+  // output piped into a program that stops reading (| head) ends the command quietly
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(0);
+    throw e;
+  });
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

@@ -1,7 +1,8 @@
 import * as fs from 'node:fs';
 import { Command } from 'commander';
 import { DType, Graph, Rng, Tensor, formatType, isFloat } from '@tilegraph/ir';
-import { runGraph } from '@tilegraph/runtime';
+import { inferenceModel, runGraph } from '@tilegraph/runtime';
+import { Options } from '@tilegraph/frontend';
 import { UsageError } from '../diagnostics.js';
 import { loadModel } from '../load.js';
 import { formatTensor } from '../format.js';
@@ -53,7 +54,9 @@ export function registerRun(program: Command): void {
     .option('--seed <n>', 'seed of synthetic inputs and random ops', (v) => Number(v), 0)
     .option('--int-high <n>', 'synthetic integer inputs are drawn from [0, n)', (v) => Number(v), 2)
     .option('--batch-size <n>', 'size of symbolic batch dimensions (ONNX)', (v) => Number(v))
-    .action((model: string, o: { input?: string[]; seed: number; intHigh: number; batchSize?: number }) => {
+    .option('--backend <target>', 'reference (the IR interpreter) or ipu (compiled: the SDK if popc is on PATH, else the emulation)', 'reference')
+    .action((model: string, o: { input?: string[]; seed: number; intHigh: number; batchSize?: number; backend: string }) => {
+      if (o.backend !== 'reference' && o.backend !== 'ipu') throw new UsageError(`--backend must be reference or ipu, got '${o.backend}'`);
       if (!Number.isInteger(o.seed)) throw new UsageError('--seed must be an integer');
       if (!Number.isInteger(o.intHigh) || o.intHigh < 1) throw new UsageError('--int-high must be a positive integer');
       const g = loadModel(model, o.batchSize !== undefined ? { batchSize: o.batchSize } : {});
@@ -63,9 +66,11 @@ export function registerRun(program: Command): void {
         feeds[k] = v;
       }
       const t0 = performance.now();
-      const { outputs } = runGraph(g, feeds, { seed: o.seed });
+      const outputs =
+        o.backend === 'ipu' ? inferenceModel(g, new Options().randomSeed(o.seed)).run(feeds) : runGraph(g, feeds, { seed: o.seed }).outputs;
       const ms = performance.now() - t0;
-      process.stdout.write(`${g.name}: ${g.numOps} ops, ${g.parameters().length} parameters, ran in ${ms.toFixed(1)} ms (reference interpreter)\n`);
+      const where = o.backend === 'ipu' ? 'compiled for the IPU target, including the build' : 'reference interpreter';
+      process.stdout.write(`${g.name}: ${g.numOps} ops, ${g.parameters().length} parameters, ran in ${ms.toFixed(1)} ms (${where})\n`);
       for (const [name, t] of Object.entries(outputs)) process.stdout.write(`${name} = ${formatTensor(t)}\n`);
     });
 }
