@@ -55,21 +55,20 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-
-const isEntry = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop()!);
-if (isEntry) {
+/** Runs the command line and sets the exit code (used by bin/tilegraph.js and `node dist/cli.js`). */
+export async function runCli(argv: readonly string[]): Promise<void> {
   // output piped into a program that stops reading (| head) ends the command quietly
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
     if (e.code === 'EPIPE') process.exit(0);
     throw e;
   });
-  main(process.argv.slice(2)).then(
-    (code) => {
-      process.exitCode = code;
-    },
-    (e) => {
-      process.stderr.write(`tilegraph: internal error: ${String(e)}\n`);
-      process.exitCode = EXIT_INTERNAL;
-    },
-  );
+  try {
+    process.exitCode = await main(argv);
+  } catch (e) {
+    process.stderr.write(`tilegraph: internal error: ${String(e)}\n`);
+    process.exitCode = EXIT_INTERNAL;
+  }
 }
+
+const isEntry = process.argv[1] !== undefined && import.meta.url.endsWith('/dist/cli.js') && process.argv[1].replace(/\\/g, '/').endsWith('/dist/cli.js');
+if (isEntry) void runCli(process.argv.slice(2));
