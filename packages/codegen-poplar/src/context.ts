@@ -287,7 +287,8 @@ export class GraphEmitter {
       this.emit(`poplar::Tensor ${name} = ${c}.reshape(${shapeLiteral(t.shape)});`);
       return name;
     }
-    const arr = this.mc.ids.get(`kConst_${label}`, 'k');
+    // constants may share a debug label; each needs its own array
+    const arr = this.mc.ids.fresh(`kConst_${label}`, 'k');
     const values = Array.from(t.data, (x) => hostLiteral(t.dtype, x));
     const rows: string[] = [];
     for (let i = 0; i < values.length; i += 8) rows.push(`    ${values.slice(i, i + 8).join(', ')},`);

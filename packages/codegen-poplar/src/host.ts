@@ -23,6 +23,7 @@ export const HOST_INCLUDES = `#include <poplar/DeviceManager.hpp>
 #include <poputil/TileMapping.hpp>
 #include <gcl/Collectives.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

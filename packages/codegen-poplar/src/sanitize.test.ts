@@ -69,6 +69,15 @@ describe('sanitize', () => {
     expect(ids).not.toContain('d');
   });
 
+  test('fresh identifiers differ even for a repeated name, and from those handed out by get', () => {
+    const t = new IdentifierTable();
+    expect(t.get('kConst_c')).toBe('kConst_c');
+    expect(t.fresh('kConst_c')).toBe('kConst_c_2');
+    expect(t.fresh('kConst_c')).toBe('kConst_c_3');
+    expect(t.fresh('kConst_x')).toBe('kConst_x');
+    expect(t.get('kConst_x')).toBe('kConst_x_2');
+  });
+
   test('string literals hold the name (or a hashed prefix) and only safe characters', () => {
     for (const name of HOSTILE) {
       const lit = cppStringLiteral(name);

@@ -64,6 +64,14 @@ export class IdentifierTable {
     this.byName.set(name, id);
     return id;
   }
+  /** A new identifier for `name` even when the name was seen before (things that share a label). */
+  fresh(name: string, prefix = 'n'): string {
+    const base = cppIdentifier(name, prefix);
+    let id = base;
+    for (let i = 2; this.used.has(id); i++) id = `${base}_${i}`;
+    this.used.add(id);
+    return id;
+  }
 }
 
 const MAX_LITERAL = 200;

@@ -18,6 +18,7 @@
 #include <poputil/TileMapping.hpp>
 #include <gcl/Collectives.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
