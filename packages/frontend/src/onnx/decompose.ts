@@ -1751,9 +1751,9 @@ export function dftAlong(c: NodeContext, x: Value, axisIn0: number, length: numb
     xr = e.op('gather', [xr, e.ints(idx)], { axis: last });
     if (xi) xi = e.mul(e.op('gather', [xi, e.ints(idx)], { axis: last }), e.constant(Tensor.from(xr.type.dtype, [n], sign)));
   } else if (len !== n) {
-    const fit = (v: Value) => (len > n ? e.op('slice', [v], { starts: [0], ends: [n], axes: [last] }) : e.op('pad', [v], { pads: [...new Array<number>(last).fill(0), 0, ...new Array<number>(last).fill(0), n - len] }));
-    xr = fit(xr);
-    if (xi) xi = fit(xi);
+    const toLength = (v: Value) => (len > n ? e.op('slice', [v], { starts: [0], ends: [n], axes: [last] }) : e.op('pad', [v], { pads: [...new Array<number>(last).fill(0), 0, ...new Array<number>(last).fill(0), n - len] }));
+    xr = toLength(xr);
+    if (xi) xi = toLength(xi);
   }
   const m = !inverse && onesided ? Math.floor(n / 2) + 1 : n;
   const cosM = new Float64Array(n * m);

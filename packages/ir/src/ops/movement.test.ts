@@ -323,11 +323,11 @@ describe('movement properties', () => {
           .tuple(perDim(fc.integer({ min: -1, max: 3 })), perDim(fc.integer({ min: -1, max: 3 })), fc.constantFrom('constant', 'reflect', 'edge'))
           .map(([b, e, mode]) => {
             // keep pads valid for the mode: reflect needs pad < dim, edge needs a non-empty dim
-            const fit = (p: number, d: number) => {
+            const fitPad = (p: number, d: number) => {
               const q = Math.max(p, -Math.floor(d / 2));
               return mode === 'reflect' ? Math.min(q, Math.max(d - 1, 0)) : mode === 'edge' && d === 0 ? 0 : q;
             };
-            return ['pad', { pads: [...b.map((p, i) => fit(p, shape[i]!)), ...e.map((p, i) => fit(p, shape[i]!))], mode, value: 2 }];
+            return ['pad', { pads: [...b.map((p, i) => fitPad(p, shape[i]!)), ...e.map((p, i) => fitPad(p, shape[i]!))], mode, value: 2 }];
           }),
         fc.constant(['squeeze', {}]),
         fc.integer({ min: -rank - 1, max: rank }).map((a) => ['unsqueeze', { axes: [a] }]),
