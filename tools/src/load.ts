@@ -23,7 +23,17 @@ export function loadModel(file: string, opts: LoadOptions = {}): Graph {
       // the model's `batch` parameter, when the command line sets one
       return loadModelFile(file, opts.batchSize !== undefined ? { args: { batch: opts.batchSize } } : {});
     case '.onnx': {
-      const { graph, diagnostics } = importOnnxFile(file, opts.batchSize !== undefined ? { batchSize: opts.batchSize } : {});
+      let imported;
+      try {
+        imported = importOnnxFile(file, opts.batchSize !== undefined ? { batchSize: opts.batchSize } : {});
+      } catch (e) {
+        // the importer's hint names its API option; on the command line it is a flag
+        if (e instanceof DiagnosticError && e.diagnostics.some((d) => d.message.includes('symbolic dimension'))) {
+          throw new DiagnosticError(e.diagnostics.map((d) => (d.message.includes('symbolic dimension') ? { ...d, notes: ['give the batch size with --batch-size N'] } : d)));
+        }
+        throw e;
+      }
+      const { graph, diagnostics } = imported;
       stderrReporter(opts.excludes).report(diagnostics);
       return graph;
     }
