@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import { Options } from '@tilegraph/frontend';
+import { OptimizerType } from '@tilegraph/passes';
 import { UsageError } from './diagnostics.js';
 
 /** Loads --options FILE: JSON (Options.toJSON form) or PopTorch-style setters, one a line. */
@@ -15,4 +16,14 @@ export function loadOptionsFile(file: string): Options {
     return Options.fromJSON(obj as never);
   }
   return new Options().loadFromFile(file);
+}
+
+/** Optimizers by their command-line names. */
+export const OPTIMIZER_FLAGS: Readonly<Record<string, OptimizerType>> = { sgd: 'SGD', adam: 'Adam', adamw: 'AdamW', rmsprop: 'RMSprop', lamb: 'LAMB' };
+
+/** The optimizer named by --optimizer (case-insensitive). */
+export function optimizerFromFlag(name: string): OptimizerType {
+  const t = OPTIMIZER_FLAGS[name.toLowerCase()];
+  if (!t) throw new UsageError(`unknown optimizer '${name}' (choose ${Object.keys(OPTIMIZER_FLAGS).join(', ')})`);
+  return t;
 }

@@ -2,16 +2,14 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Command } from 'commander';
 import { generatePoplar } from '@tilegraph/codegen-poplar';
-import { Options, ReductionType } from '@tilegraph/frontend';
+import { Options } from '@tilegraph/frontend';
 import { Module } from '@tilegraph/ir';
-import { OptimizerType, buildInferenceModule, buildTrainingModule, formatTimings, makeOptimizer } from '@tilegraph/passes';
-import { compileAndExport, compileOptionsFrom, findToolchain } from '@tilegraph/runtime';
+import { buildInferenceModule, buildTrainingModule, formatTimings, makeOptimizer } from '@tilegraph/passes';
+import { compileAndExport, compileOptionsFrom, findToolchain, stepSettingsFrom } from '@tilegraph/runtime';
 import { UsageError } from '../diagnostics.js';
 import { loadModel } from '../load.js';
-import { loadOptionsFile } from '../options.js';
+import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
-
-const OPTIMIZERS: Record<string, OptimizerType> = { sgd: 'SGD', adam: 'Adam', adamw: 'AdamW', rmsprop: 'RMSprop', lamb: 'LAMB' };
 
 /** Writes a file atomically: a temporary file in the same folder, then a rename. */
 function writeAtomic(file: string, text: string): void {
@@ -31,7 +29,7 @@ export function registerCompile(program: Command): void {
     .description('compile a model to Poplar C++ (--emit-cpp DIR) and/or to an exported executable (-o FILE)')
     .argument('<model>', 'model file (.tg, .onnx or .tgir)')
     .option('--pipeline <kind>', 'training or inference', 'training')
-    .option('--optimizer <name>', `optimizer of the training step (${Object.keys(OPTIMIZERS).join(', ')})`, 'sgd')
+    .option('--optimizer <name>', `optimizer of the training step (${Object.keys(OPTIMIZER_FLAGS).join(', ')})`, 'sgd')
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
     .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", (v) => Number(v))
     .option('--emit-cpp <dir>', 'write codelets.cpp, host.cpp and plan.json into this folder')
@@ -45,16 +43,10 @@ export function registerCompile(program: Command): void {
     const batchSize = o['batchSize'] as number | undefined;
     const g = loadModel(model, batchSize !== undefined ? { batchSize } : {});
     const { passes, timePasses } = passFlags(o);
-    const step = {
-      deviceIterations: options.device_iterations,
-      replicationFactor: options.replication_factor,
-      gradientAccumulation: options.Training.gradient_accumulation,
-      reduction: options.Training.accumulation_and_replication_reduction_type === ReductionType.Sum ? ('sum' as const) : ('mean' as const),
-    };
+    const step = stepSettingsFrom(options);
     let module: Module;
     if (o['pipeline'] === 'training') {
-      const opt = OPTIMIZERS[(o['optimizer'] as string).toLowerCase()];
-      if (!opt) throw new UsageError(`unknown optimizer '${o['optimizer']}' (choose ${Object.keys(OPTIMIZERS).join(', ')})`);
+      const opt = optimizerFromFlag(o['optimizer'] as string);
       const t = buildTrainingModule(g, step, makeOptimizer(opt), passes);
       if (timePasses) process.stderr.write(formatTimings(t.timings) + '\n');
       module = t.module;

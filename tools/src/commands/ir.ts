@@ -1,13 +1,12 @@
 import { Command } from 'commander';
 import { printGraph, printModule } from '@tilegraph/ir';
-import { DEFAULT_SOURCE_LOCATION_EXCLUDES, Options, ReductionType } from '@tilegraph/frontend';
-import { OptimizerType, buildInferenceModule, buildTrainingModule, formatTimings, makeOptimizer } from '@tilegraph/passes';
+import { DEFAULT_SOURCE_LOCATION_EXCLUDES, Options } from '@tilegraph/frontend';
+import { buildInferenceModule, buildTrainingModule, formatTimings, makeOptimizer } from '@tilegraph/passes';
+import { stepSettingsFrom } from '@tilegraph/runtime';
 import { UsageError } from '../diagnostics.js';
 import { loadModel } from '../load.js';
-import { loadOptionsFile } from '../options.js';
+import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
-
-const OPTIMIZERS: Record<string, OptimizerType> = { sgd: 'SGD', adam: 'Adam', adamw: 'AdamW', rmsprop: 'RMSprop', lamb: 'LAMB' };
 
 export function registerIr(program: Command): void {
   const cmd = program
@@ -18,7 +17,7 @@ export function registerIr(program: Command): void {
     .option('--exclude <pattern...>', 'source-location excludes (like sourceLocationExcludes): print the first frame not matching')
     .option('--batch-size <n>', 'micro-batch size (symbolic ONNX batch dims; the `batch` parameter of a .tg model)', (v) => Number(v))
     .option('--pipeline <kind>', 'run the compile pipeline first: training or inference')
-    .option('--optimizer <name>', `optimizer of the training pipeline (${Object.keys(OPTIMIZERS).join(', ')})`, 'sgd');
+    .option('--optimizer <name>', `optimizer of the training pipeline (${Object.keys(OPTIMIZER_FLAGS).join(', ')})`, 'sgd');
   registerPassFlags(cmd);
   cmd.action((model: string, o: Record<string, unknown>) => {
     const options: Options = o['options'] ? loadOptionsFile(o['options'] as string) : new Options();
@@ -40,16 +39,10 @@ export function registerIr(program: Command): void {
       out(printGraph(g, printOpts));
       return;
     }
-    const step = {
-      deviceIterations: options.device_iterations,
-      replicationFactor: options.replication_factor,
-      gradientAccumulation: options.Training.gradient_accumulation,
-      reduction: options.Training.accumulation_and_replication_reduction_type === ReductionType.Sum ? ('sum' as const) : ('mean' as const),
-    };
+    const step = stepSettingsFrom(options);
     const pm = { ...passes, debugInfo, ...(excludes.length ? { locationExcludes: excludes } : {}), dump: out };
     if (pipeline === 'training') {
-      const opt = OPTIMIZERS[(o['optimizer'] as string).toLowerCase()];
-      if (!opt) throw new UsageError(`unknown optimizer '${o['optimizer']}' (choose ${Object.keys(OPTIMIZERS).join(', ')})`);
+      const opt = optimizerFromFlag(o['optimizer'] as string);
       const t = buildTrainingModule(g, step, makeOptimizer(opt), pm);
       if (!passes.printIrAfter?.length && !passes.printIrAfterAll && !passes.printIrAfterChange) out(printModule(t.module, printOpts));
       if (timePasses) process.stderr.write(formatTimings(t.timings) + '\n');

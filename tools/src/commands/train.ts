@@ -4,14 +4,12 @@ import { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
 import { Graph, GraphBuilder, Rng, Tensor, isFloat } from '@tilegraph/ir';
-import { OptimizerType, formatTimings, makeOptimizer } from '@tilegraph/passes';
+import { formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { findToolchain, referenceBackend, trainingModel } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
 import { loadModel } from '../load.js';
-import { loadOptionsFile } from '../options.js';
+import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
-
-const OPTIMIZERS: Record<string, OptimizerType> = { sgd: 'SGD', adam: 'Adam', adamw: 'AdamW', rmsprop: 'RMSprop', lamb: 'LAMB' };
 
 /**
  * A learnable synthetic classification task: float inputs are standard normal; each integer
@@ -132,7 +130,7 @@ export function registerTrain(program: Command): void {
     .description('train a model on a synthetic classification task and print the loss')
     .argument('<model>', 'model file (.tg, .onnx or .tgir) with a loss')
     .option('--steps <n>', 'optimizer steps', (v) => Number(v), 50)
-    .option('--optimizer <name>', `one of ${Object.keys(OPTIMIZERS).join(', ')}`, 'sgd')
+    .option('--optimizer <name>', `one of ${Object.keys(OPTIMIZER_FLAGS).join(', ')}`, 'sgd')
     .option('--lr <x>', 'learning rate', (v) => Number(v))
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
     .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", (v) => Number(v))
@@ -150,8 +148,7 @@ export function registerTrain(program: Command): void {
     for (const [k, v] of Object.entries({ steps: o.steps, samples: o.samples })) {
       if (!Number.isInteger(v) || v < 1) throw new UsageError(`--${k} must be a positive integer`);
     }
-    const optType = OPTIMIZERS[o.optimizer.toLowerCase()];
-    if (!optType) throw new UsageError(`unknown optimizer '${o.optimizer}' (choose ${Object.keys(OPTIMIZERS).join(', ')})`);
+    const optType = optimizerFromFlag(o.optimizer);
     const options = o.options ? loadOptionsFile(o.options) : new Options();
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);
     if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);

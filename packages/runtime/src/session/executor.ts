@@ -70,6 +70,30 @@ function retrievalMode(m: VariableRetrievalMode | undefined): IrRetrieval {
   return m === VariableRetrievalMode.AllReplicas ? 'all_replicas' : 'one_per_group';
 }
 
+/**
+ * What the step is built for, from PopTorch-style Options (and per-weight replica grouping): the
+ * one translation sessions and the command line share.
+ */
+export function stepSettingsFrom(o: Options, replicaGrouping: Readonly<Record<string, WeightGrouping>> = {}): StepSettings {
+  const grouping = new Map<string, ReplicaGroupingSetting>();
+  for (const [name, g] of Object.entries(replicaGrouping)) {
+    grouping.set(name, { group: commGroup(g.type, g.shards), retrieval: retrievalMode(g.retrieval) });
+  }
+  const strategy = o.Training.mean_strategy_explicit
+    ? ({ [MeanReductionStrategy.Running]: 'running', [MeanReductionStrategy.Post]: 'post', [MeanReductionStrategy.PostAndLoss]: 'postandloss' } as const)[
+        o.Training.mean_accumulation_and_replication_reduction_strategy
+      ]
+    : undefined;
+  return {
+    deviceIterations: o.device_iterations,
+    replicationFactor: o.replication_factor,
+    gradientAccumulation: o.Training.gradient_accumulation,
+    reduction: o.Training.accumulation_and_replication_reduction_type === ReductionType.Sum ? 'sum' : 'mean',
+    ...(strategy ? { meanStrategy: strategy as StepStrategy } : {}),
+    replicaGrouping: grouping,
+  };
+}
+
 /** Rethrows an option problem as a diagnostic, so tools print it like every other error. */
 function asDiagnostic<T>(f: () => T): T {
   try {
@@ -126,24 +150,7 @@ export abstract class PoplarExecutor {
   }
 
   protected stepSettings(): StepSettings {
-    const o = this.options;
-    const grouping = new Map<string, ReplicaGroupingSetting>();
-    for (const [name, g] of Object.entries(this.settings.replicaGrouping ?? {})) {
-      grouping.set(name, { group: commGroup(g.type, g.shards), retrieval: retrievalMode(g.retrieval) });
-    }
-    const strategy = o.Training.mean_strategy_explicit
-      ? ({ [MeanReductionStrategy.Running]: 'running', [MeanReductionStrategy.Post]: 'post', [MeanReductionStrategy.PostAndLoss]: 'postandloss' } as const)[
-          o.Training.mean_accumulation_and_replication_reduction_strategy
-        ]
-      : undefined;
-    return {
-      deviceIterations: o.device_iterations,
-      replicationFactor: o.replication_factor,
-      gradientAccumulation: o.Training.gradient_accumulation,
-      reduction: o.Training.accumulation_and_replication_reduction_type === ReductionType.Sum ? 'sum' : 'mean',
-      ...(strategy ? { meanStrategy: strategy as StepStrategy } : {}),
-      replicaGrouping: grouping,
-    };
+    return stepSettingsFrom(this.options, this.settings.replicaGrouping);
   }
 
   /** Builds the step and loads it on the backend. Later calls do nothing. */
