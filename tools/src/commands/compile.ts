@@ -7,16 +7,10 @@ import { Module } from '@tilegraph/ir';
 import { buildInferenceModule, buildTrainingModule, formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { compileAndExport, compileOptionsFrom, findToolchain, stepSettingsFrom } from '@tilegraph/runtime';
 import { UsageError } from '../diagnostics.js';
+import { writeAtomic } from '../files.js';
 import { loadModel } from '../load.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
-
-/** Writes a file atomically: a temporary file in the same folder, then a rename. */
-function writeAtomic(file: string, text: string): void {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
-  fs.writeFileSync(tmp, text);
-  fs.renameSync(tmp, file);
-}
 
 /**
  * `tilegraph compile`: the training or inference step as Poplar C++ (codelets.cpp, host.cpp,

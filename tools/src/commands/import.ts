@@ -1,9 +1,9 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Command } from 'commander';
 import { printGraph } from '@tilegraph/ir';
 import { importOnnxFile } from '@tilegraph/frontend';
 import { UsageError, stderrReporter } from '../diagnostics.js';
+import { writeAtomic } from '../files.js';
 
 /** `tilegraph import model.onnx`: ONNX to tilegraph IR, with a summary of what was imported. */
 export function registerImport(program: Command): void {
@@ -41,9 +41,7 @@ export function registerImport(program: Command): void {
       process.stdout.write(lines.join('\n') + '\n');
       if (o.output) {
         const text = printGraph(graph, { debugInfo: !!o.printDebuginfo });
-        const tmp = path.join(path.dirname(o.output), `.${path.basename(o.output)}.${process.pid}.tmp`);
-        fs.writeFileSync(tmp, text.endsWith('\n') ? text : text + '\n');
-        fs.renameSync(tmp, o.output);
+        writeAtomic(o.output, text.endsWith('\n') ? text : text + '\n');
         process.stdout.write(`  IR written to ${o.output}\n`);
       }
     });

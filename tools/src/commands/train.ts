@@ -1,5 +1,3 @@
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
@@ -7,6 +5,7 @@ import { Graph, GraphBuilder, Rng, Tensor, isFloat } from '@tilegraph/ir';
 import { formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { findToolchain, referenceBackend, trainingModel } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
+import { writeAtomic } from '../files.js';
 import { loadModel } from '../load.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
@@ -98,13 +97,6 @@ function classCount(g: Graph): number {
 
 function mean(xs: readonly number[]): number {
   return xs.reduce((a, b) => a + b, 0) / Math.max(xs.length, 1);
-}
-
-/** Writes a file atomically: a temporary file in the same folder, then a rename. */
-function writeAtomic(file: string, text: string): void {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
-  fs.writeFileSync(tmp, text);
-  fs.renameSync(tmp, file);
 }
 
 interface TrainFlags {
