@@ -15,10 +15,11 @@ import {
   groupStrideAndSize,
   numElements,
   rankInGroup,
+  ringCounters,
   shapesEqual,
 } from '@tilegraph/ir';
 import { ALIAS_OPS, GenerateOptions, GraphEmitter, ModuleContext, OutputInfo, StateInfo, StreamInfo, shapeLiteral } from './context.js';
-import { HOST_HELPERS, HOST_INCLUDES, HOST_MAIN } from './host.js';
+import { HOST_HELPERS, HOST_INCLUDES, HOST_MAIN, RING_HELPER } from './host.js';
 import { MemoryReport } from './memory.js';
 import { fitProblems, planMemory } from './plan.js';
 import { plannedMatMulOperands } from './layout.js';
@@ -144,7 +145,7 @@ function declareModule(mc: ModuleContext): void {
       dtype: v.type.dtype,
       shape: [...v.type.shape],
       role: v.role,
-      ipu: homeIpu.get(key) ?? 0,
+      ipu: homeIpu.get(key) ?? v.ipu ?? 0,
       storage,
       ...(sharded ? { shard: { whole: [...sharded.whole.shape], parts: sharded.parts, rank: Array.from({ length: R }, (_, r) => rankInGroup(v.group, R, r)) } } : {}),
     };
@@ -313,6 +314,31 @@ function emitShardCopy(mc: ModuleContext, kind: 'reduce_scatter' | 'shard' | 'al
   emit('}');
 }
 
+function usesRings(p: ProgramNode): boolean {
+  if (p.kind === 'stash' || p.kind === 'restore') return true;
+  if (p.kind === 'sequence') return p.body.some(usesRings);
+  return p.kind === 'repeat' && usesRings(p.body);
+}
+
+/** The vertex that advances a ring buffer's counter modulo its depth. */
+function ringVertex(mc: ModuleContext): string {
+  const cls = mc.codelets.add(
+    'RingAdvance',
+    '',
+    (name) =>
+      [
+        `class ${name} : public poplar::Vertex {`,
+        'public:',
+        '  poplar::InOut<unsigned> index;',
+        '  poplar::Input<unsigned> depth;',
+        '',
+        '  void compute() { *index = *index + 1u == *depth ? 0u : *index + 1u; }',
+        '};',
+      ].join('\n'),
+  );
+  return mc.codelets.vertexName(cls);
+}
+
 /** The program tree as nested poplar::program objects. */
 function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): string {
   const lines: string[] = [];
@@ -368,6 +394,33 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
       case 'shard':
       case 'all_gather':
         for (const pair of p.pairs) emitShardCopy(mc, p.kind, p.kind === 'reduce_scatter' ? p.op : undefined, pair, target, (l) => emit(depth, l));
+        return;
+      case 'copy':
+        for (const { from, to } of p.pairs) {
+          const a = mc.stateIndex(from);
+          const b = mc.stateIndex(to);
+          if (numElements(a.shape) === 0) continue;
+          emit(depth, `${target}.add(poplar::program::Copy(d.state[${a.index}], d.state[${b.index}]));  // ${cppComment(`${from} -> ${to}`, 60)}`);
+        }
+        return;
+      case 'stash':
+      case 'restore':
+        for (const { from, to } of p.pairs) {
+          const ring = mc.stateIndex(p.kind === 'stash' ? to : from);
+          const item = mc.stateIndex(p.kind === 'stash' ? from : to);
+          const counters = ringCounters(ring.name);
+          const counter = mc.stateIndex(p.kind === 'stash' ? counters.head : counters.tail);
+          const g = `d.ipu[${ring.ipu}]`;
+          const label = cppStringLiteral(`${p.kind} ${ring.name}`, 64);
+          if (numElements(item.shape) > 0) {
+            if (p.kind === 'stash') {
+              emit(depth, `popops::dynamicUpdate(${g}, d.state[${ring.index}], d.state[${item.index}].expand({0}), d.state[${counter.index}].reshape({1}), {0}, {1}, ${target}, ${label});`);
+            } else {
+              emit(depth, `${target}.add(poplar::program::Copy(popops::dynamicSlice(${g}, d.state[${ring.index}], d.state[${counter.index}].reshape({1}), {0}, {1}, ${target}, ${label}).squeeze({0}), d.state[${item.index}]));`);
+            }
+          }
+          emit(depth, `advanceRing(${g}, d.state[${counter.index}], ${ring.shape[0]}, "${ringVertex(mc)}", ${target});`);
+        }
         return;
     }
   };
@@ -514,6 +567,7 @@ export function generatePoplar(module: Module, opts: GenerateOptions = {}): Gene
     '',
     HOST_HELPERS,
     '',
+    ...(usesRings(module.program) ? [RING_HELPER, ''] : []),
     ...mc.fileScope.map((x) => `${x}\n`),
     declare,
     '',

@@ -138,6 +138,9 @@ class ProgramParser {
       }
       case 'all_gather':
       case 'shard':
+      case 'copy':
+      case 'stash':
+      case 'restore':
         return { kind: t.text, pairs: this.pairs() };
       default:
         return this.fail(`unknown program node '${t.text}'`, t);

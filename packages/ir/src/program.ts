@@ -34,7 +34,16 @@ export type ProgramNode =
   /** Every replica of a group gets the group's shards `from`, in rank order, cut to the elements of `to`. */
   | { readonly kind: 'all_gather'; readonly pairs: readonly ShardPair[] }
   /** Each replica takes its own part of `from` into `to`, without communication (PopART's local scatter). */
-  | { readonly kind: 'shard'; readonly pairs: readonly ShardPair[] };
+  | { readonly kind: 'shard'; readonly pairs: readonly ShardPair[] }
+  /** Whole variables copied `from` → `to` (between IPUs when they live on different ones): a pipeline's inter-stage copies. */
+  | { readonly kind: 'copy'; readonly pairs: readonly ShardPair[] }
+  /**
+   * Pushes variable `from` into ring buffer `to` (a stash: shape [depth, ...from's shape]) at the
+   * ring's head counter `<to>.head`, which then advances modulo depth.
+   */
+  | { readonly kind: 'stash'; readonly pairs: readonly ShardPair[] }
+  /** Pops ring buffer `from` at its tail counter `<from>.tail` into variable `to`; the tail advances modulo depth. */
+  | { readonly kind: 'restore'; readonly pairs: readonly ShardPair[] };
 
 /** A whole variable and its shard variable (or the other way round), as a collective moves them. */
 export interface ShardPair {
@@ -52,6 +61,12 @@ export const remoteStore = (variables: readonly string[]): ProgramNode => ({ kin
 export const reduceScatter = (pairs: readonly ShardPair[], op: 'sum' | 'mean'): ProgramNode => ({ kind: 'reduce_scatter', op, pairs });
 export const allGather = (pairs: readonly ShardPair[]): ProgramNode => ({ kind: 'all_gather', pairs });
 export const takeShard = (pairs: readonly ShardPair[]): ProgramNode => ({ kind: 'shard', pairs });
+export const copyVariables = (pairs: readonly ShardPair[]): ProgramNode => ({ kind: 'copy', pairs });
+export const stash = (pairs: readonly ShardPair[]): ProgramNode => ({ kind: 'stash', pairs });
+export const restore = (pairs: readonly ShardPair[]): ProgramNode => ({ kind: 'restore', pairs });
+
+/** The head (write) and tail (read) counters of ring buffer `ring`. */
+export const ringCounters = (ring: string): { head: string; tail: string } => ({ head: `${ring}.head`, tail: `${ring}.tail` });
 
 /** PopART's replica grouping kinds. */
 export type CommGroupType = 'all' | 'consecutive' | 'orthogonal' | 'none';
@@ -75,6 +90,8 @@ export interface VariableInfo {
   retrieval?: VariableRetrievalMode;
   /** Where the variable lives (PopTorch's tensor locations); default: on chip, whole, always live. */
   location?: VariableLocation;
+  /** The IPU of a variable that only the program (not a graph op) places: pipeline copies and stashes. */
+  ipu?: number;
 }
 
 /**
@@ -103,12 +120,13 @@ export interface Module {
 
 /**
  * The variables the host reads and writes (state dicts, readTensor): transient working copies
- * are hidden unless the host reaches them through their shards, and those shards are hidden.
+ * are hidden unless the host reaches them through their shards, and those shards are hidden;
+ * so are a pipeline's inter-stage buffers (role 'pipeline'), which hold nothing between runs.
  */
 export function hostVariables(m: Module): VariableInfo[] {
   const via = new Set<string>();
   for (const v of m.variables.values()) if (v.location?.hostVia !== undefined) via.add(v.location.hostVia);
-  return [...m.variables.values()].filter((v) => !via.has(v.name) && (!v.location?.transient || v.location.hostVia !== undefined));
+  return [...m.variables.values()].filter((v) => v.role !== 'pipeline' && !via.has(v.name) && (!v.location?.transient || v.location.hostVia !== undefined));
 }
 
 /** Where the device keeps host variable `v`, and the type the host sees. */
@@ -180,8 +198,34 @@ export function verifyModule(m: Module): Diagnostic[] {
       case 'all_gather':
         for (const p of n.pairs) checkShardPair(n.kind, p.to, p.from);
         break;
+      case 'copy':
+        for (const p of n.pairs) checkCopy('copy', p.from, p.to);
+        break;
+      case 'stash':
+        for (const p of n.pairs) checkCopy('stash', p.from, p.to);
+        break;
+      case 'restore':
+        for (const p of n.pairs) checkCopy('restore', p.to, p.from);
+        break;
     }
   };
+  /** `item` must have the type of `container` (a copy) or of one of its rows (a ring buffer, whose counters must exist). */
+  const checkCopy = (kind: 'copy' | 'stash' | 'restore', item: string, container: string): void => {
+    const a = m.variables.get(item);
+    const b = m.variables.get(container);
+    if (!a || !b) {
+      ds.push(error(`${kind}: no variable named '${!a ? item : container}'`));
+      return;
+    }
+    const want = kind === 'copy' ? b.type : { dtype: b.type.dtype, shape: b.type.shape.slice(1) };
+    if (!typesEqual(a.type, want) || (kind !== 'copy' && b.type.shape.length === 0)) {
+      ds.push(error(`${kind}: '${item}' is ${formatType(a.type)}, which is not ${kind === 'copy' ? 'the type' : 'a row'} of '${container}' (${formatType(b.type)})`));
+    }
+    if (kind === 'copy') return;
+    const c = ringCounters(container);
+    for (const n of [c.head, c.tail]) if (!m.variables.has(n)) ds.push(error(`${kind}: the ring buffer '${container}' has no counter '${n}'`));
+  };
+
   /** `part` must hold one part of `whole` cut over whole's replica group. */
   const checkShardPair = (kind: string, whole: string, part: string): void => {
     const w = m.variables.get(whole);
@@ -226,6 +270,9 @@ export function printProgram(p: ProgramNode, indent = ''): string {
       return `${indent}reduce_scatter ${p.op} ${printPairs(p.pairs)}`;
     case 'all_gather':
     case 'shard':
+    case 'copy':
+    case 'stash':
+    case 'restore':
       return `${indent}${p.kind} ${printPairs(p.pairs)}`;
   }
 }

@@ -9,7 +9,7 @@ import { initialParameterValue } from './source.js';
  * see the values from before it; `assign` writes take effect when the graph finishes.
  */
 
-export const VARIABLE_ROLES = ['optimizer_state', 'accumulator', 'counter', 'hyperparameter', 'buffer'] as const;
+export const VARIABLE_ROLES = ['optimizer_state', 'accumulator', 'counter', 'hyperparameter', 'buffer', 'pipeline'] as const;
 export type VariableRole = (typeof VARIABLE_ROLES)[number];
 
 export const variable = defineOp({

@@ -8,6 +8,7 @@ import {
   formatShape,
   initialReplicaValues,
   joinShards,
+  ringCounters,
   replicaGroups,
   shapesEqual,
   shardOfTensor,
@@ -24,7 +25,8 @@ export interface ModuleRunOptions {
  * copy of every parameter and variable; stream_in hands replica r its next micro-batch; graph
  * outputs are appended to host output streams in consumption order (replica fastest);
  * all_reduce combines a variable across the replicas of its group; reduce_scatter, all_gather and
- * shard move replicated-tensor shards the same way; remote loads and stores change nothing. The
+ * shard move replicated-tensor shards the same way; remote loads and stores change nothing; copy,
+ * stash and restore move whole variables and ring-buffer rows. The
  * semantic reference for the compiled executable.
  */
 export class ModuleInterpreter {
@@ -159,6 +161,30 @@ export class ModuleInterpreter {
             for (const members of replicaGroups(v.group, R)) {
               const whole = joinShards(members.map((r) => this.state[r]!.get(from)!), v.type);
               for (const r of members) this.state[r]!.set(to, whole);
+            }
+          }
+          return;
+        case 'copy':
+          for (const { from, to } of node.pairs) for (const st of this.state) st.set(to, st.get(from)!);
+          return;
+        case 'stash':
+        case 'restore':
+          for (const { from, to } of node.pairs) {
+            const ring = node.kind === 'stash' ? to : from;
+            const counter = node.kind === 'stash' ? ringCounters(ring).head : ringCounters(ring).tail;
+            for (const st of this.state) {
+              const buf = st.get(ring)!;
+              const depth = buf.shape[0]!;
+              const at = Number(st.get(counter)!.data[0]);
+              const rowSize = buf.size / depth;
+              if (node.kind === 'stash') {
+                const data = buf.data.slice();
+                data.set(st.get(from)!.data as never, at * rowSize);
+                st.set(ring, new Tensor(buf.dtype, buf.shape, data));
+              } else {
+                st.set(to, new Tensor(buf.dtype, buf.shape.slice(1), buf.data.slice(at * rowSize, (at + 1) * rowSize)));
+              }
+              st.set(counter, Tensor.scalar('uint32', (at + 1) % depth));
             }
           }
           return;
