@@ -1,7 +1,9 @@
 import fc from 'fast-check';
-import { Options, OutputMode, RecomputationType } from '@tilegraph/frontend';
+import { Options, OutputMode, RecomputationType, ShardedExecution } from '@tilegraph/frontend';
 import { Annotations, DiagnosticError, Graph, GraphBuilder, Module, Rng, Tensor, Value, isFloat } from '@tilegraph/ir';
-import { OptimizerSpec, RecomputationMode, StepSettings, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
+import { ExecutionSpec, OptimizerSpec, RecomputationMode, StepSettings, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
+
+const SHARDED: ExecutionSpec = { kind: 'sharded', autoStage: 'same_as_ipu', stages: [], describe: 'ShardedExecution()' };
 import { ModuleInterpreter, stepSettingsFrom } from '@tilegraph/runtime';
 import { generatePoplar } from '@tilegraph/codegen-poplar';
 import { GraphRecipe, SourceRecipe, arbitraryGraphRecipe, graphFromRecipe, stepOpKinds } from '../packages/ir/src/testing/index.js';
@@ -28,6 +30,8 @@ function train(spec: TrainableSpec, marks: boolean, type: RecomputationType, R: 
   const g = trainableGraph(spec, marks);
   const o = new Options().replicationFactor(R).randomSeed(11).outputMode(OutputMode.All);
   o.Training.gradientAccumulation(A);
+  // stages run one after another here: pipelining (which needs A ≥ 2 × stages − 1) has its own tests
+  o.setExecutionStrategy(new ShardedExecution());
   o._Popart.set('autoRecomputation', type);
   const m = trainingModel(g, o, opt);
   const losses = [0, 1].map((k) => m.run(trainableInputs(spec, g, R * A, spec.seed + k))[m.lossOutput]!);
@@ -130,7 +134,7 @@ function moderateFeeds(m: Module, n: number, seed: number): Record<string, Tenso
 }
 
 function settings(R: number, A: number, recomputation: RecomputationMode): StepSettings {
-  return { deviceIterations: 1, replicationFactor: R, gradientAccumulation: A, reduction: 'mean', recomputation };
+  return { deviceIterations: 1, replicationFactor: R, gradientAccumulation: A, reduction: 'mean', recomputation, execution: SHARDED };
 }
 
 /** Two runs of the module: every output and every variable of every replica. */

@@ -415,11 +415,27 @@ export class PipelinedExecution extends ExecutionStrategy {
     this.stages = Object.freeze(stages);
   }
 
+  /**
+   * The stage of a block. With automatic staging the stage is made on first request, as in
+   * PopTorch, so that `strategy.stage("B").ipu(1)` places block B on IPU 1.
+   */
   override stage(blockId: string): Stage | undefined {
-    return this.blockMap.get(blockId);
+    const known = this.blockMap.get(blockId);
+    if (known || this.stages.length > 0) return known;
+    const s = new Stage(blockId);
+    this.blockMap.set(blockId, s);
+    return s;
+  }
+
+  /** With automatic staging: the blocks given an IPU through `stage(id).ipu(n)`. */
+  get auto_stage_ipus(): ReadonlyMap<string, number> {
+    const out = new Map<string, number>();
+    if (this.stages.length === 0) for (const [b, s] of this.blockMap) if (s.ipu_id !== undefined) out.set(b, s.ipu_id);
+    return out;
   }
 
   override placement(blockId: string): BlockPlacement | undefined {
+    if (this.stages.length === 0) return undefined;
     const s = this.blockMap.get(blockId);
     if (s === undefined) return undefined;
     const p: BlockPlacement = { stage: this.stages.indexOf(s) };
@@ -1675,7 +1691,8 @@ export class Options {
                 `(2 × ${n} − 1), got ${ga}`,
             );
           }
-        } else if (v.device_iterations < stages) {
+        } else if (kind === 'inference' && v.device_iterations > 1 && v.device_iterations < stages) {
+          // one micro-batch per run runs the stages one after another (the compiler says so)
           err(
             'deviceIterations',
             `pipelining ${n} stages for ${kind} needs at least ${stages} device iterations, got ${v.device_iterations}`,

@@ -6,3 +6,5 @@ export * from './decompose.js';
 export * from './dce.js';
 export * from './serialize-matmul.js';
 export * from './recompute.js';
+export * from './placement.js';
+export * from './pipeline.js';

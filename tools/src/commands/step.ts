@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { Options } from '@tilegraph/frontend';
 import { Diagnostic, Module } from '@tilegraph/ir';
-import { PassTiming, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
+import { PassTiming, PipelineInfo, Placement, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
 import { stepSettingsFrom } from '@tilegraph/runtime';
 import { UsageError } from '../diagnostics.js';
 import { loadModel } from '../load.js';
@@ -27,6 +27,10 @@ export interface BuiltStep {
   readonly warnings: readonly Diagnostic[];
   readonly timings: readonly PassTiming[];
   readonly timePasses: boolean;
+  /** The forward stages and their IPUs. */
+  readonly placement?: Placement;
+  /** The pipeline's stages and schedule, when the step is pipelined. */
+  readonly schedule?: PipelineInfo;
 }
 
 /** Loads the model and builds the training or inference step the flags describe. */
@@ -41,11 +45,12 @@ export function buildStep(model: string, o: Record<string, unknown>): BuiltStep 
   const step = stepSettingsFrom(options);
   if (pipeline === 'training') {
     const t = buildTrainingModule(g, step, makeOptimizer(optimizerFromFlag(o['optimizer'] as string)), passes);
-    return { module: t.module, options, pipeline, warnings: t.diagnostics, timings: t.timings, timePasses };
+    return { module: t.module, options, pipeline, warnings: t.diagnostics, timings: t.timings, timePasses, placement: t.placement, ...(t.pipeline ? { schedule: t.pipeline } : {}) };
   }
   const warnings: Diagnostic[] = [];
-  const module = buildInferenceModule(g, step, warnings);
-  return { module, options, pipeline, warnings, timings: [], timePasses };
+  const out: { placement?: Placement; pipeline?: PipelineInfo } = {};
+  const module = buildInferenceModule(g, step, warnings, out);
+  return { module, options, pipeline, warnings, timings: [], timePasses, ...(out.placement ? { placement: out.placement } : {}), ...(out.pipeline ? { schedule: out.pipeline } : {}) };
 }
 
 /** `--arg name=value` values: numbers, booleans, or text. */

@@ -17,6 +17,7 @@ import {
   cloneGraph,
   collectVariables,
   error,
+  warning,
   execute,
   repeat,
   seq,
@@ -33,6 +34,8 @@ import { OptimizerSpec } from './optimizer.js';
 import { emitOptimizerStep } from './update.js';
 import { placementOf } from './placement.js';
 import { splitUpdatePass } from './split-update.js';
+import { DEFAULT_EXECUTION, ExecutionSpec, Placement, placeStages } from '../placement.js';
+import { PipelineInfo, PipelineStageKind, markBackwardStages, pipelineLoop } from '../pipeline.js';
 import { ShardedUpdate, TensorLocations, annotateSharding, inferenceShardingWarnings, placeOffChip, planSharding, shardNames, shardingNodes } from './locations.js';
 
 export type ReductionType = 'mean' | 'sum';
@@ -58,6 +61,8 @@ export interface StepSettings {
   readonly recomputation?: RecomputationMode;
   /** Where weights, optimizer state and accumulators live (PopTorch's TensorLocations). */
   readonly tensorLocations?: TensorLocations;
+  /** How blocks become stages on IPUs (setExecutionStrategy); default PipelinedExecution(AutoStage.SameAsIpu). */
+  readonly execution?: ExecutionSpec;
 }
 
 export const DEFAULT_STEP: StepSettings = { deviceIterations: 1, replicationFactor: 1, gradientAccumulation: 1, reduction: 'mean' };
@@ -90,6 +95,10 @@ export interface TrainingModule {
   readonly timings: readonly PassTiming[];
   /** Warnings of the passes (settings that had no effect); sessions and the CLI show them. */
   readonly diagnostics: readonly Diagnostic[];
+  /** The forward stages and their IPUs. */
+  readonly placement: Placement;
+  /** The pipeline schedule, when the step is pipelined. */
+  readonly pipeline?: PipelineInfo;
 }
 
 /** What the training pipeline's passes pass on to each other. */
@@ -111,6 +120,10 @@ export interface TrainingState {
   accumulators?: string[];
   /** Trained weights whose update runs on replica shards (replicated tensor sharding). */
   sharding?: ReadonlyMap<string, ShardedUpdate>;
+  placement?: Placement;
+  /** Whether the micro-batch loop is pipelined (set by placement). */
+  pipelined?: boolean;
+  pipeline?: PipelineInfo;
   module?: Module;
 }
 
@@ -126,6 +139,58 @@ export const TRAINING_UNIT: UnitKind<TrainingState> = {
     return ds;
   },
 };
+
+/**
+ * placement: the stage and IPU of every forward op from its blocks and the execution strategy
+ * (PopTorch's rules); decides whether the micro-batch loop is pipelined.
+ */
+export const placementPass = definePass<TrainingState>('placement', 'place blocks on stages and IPUs', (s, ctx) => {
+  const spec = s.settings.execution ?? DEFAULT_EXECUTION;
+  s.placement = placeStages(s.step, spec);
+  s.pipelined = decidePipelining(spec, s.placement, s.settings.gradientAccumulation, 'training', ctx.diagnostics);
+});
+
+/** pipeline-stages: the backward of forward stage s runs in pipeline stage 2P−2−s. */
+export const pipelineStagesPass = definePass<TrainingState>('pipeline-stages', 'number the backward pipeline stages', (s) => {
+  if (s.pipelined && s.forward) markBackwardStages(s.step, s.forward, s.placement!.stages.length);
+});
+
+/** pipeline: the micro-batch loop becomes ramp-up, main and ramp-down cycles over one graph per pipeline stage. */
+export const pipelinePass = definePass<TrainingState>('pipeline', 'split the step into pipeline stages and schedule them', (s) => {
+  if (!s.pipelined) return;
+  const fwd = s.placement!.stages;
+  const P = fwd.length;
+  const ipus = Array.from({ length: 2 * P - 1 }, (_, k) => fwd[k < P ? k : 2 * P - 2 - k]!.ipu);
+  const kinds = ipus.map((_, k): PipelineStageKind => (k < P - 1 ? 'forward' : k === P - 1 ? 'forward_backward' : 'backward'));
+  const r = pipelineLoop(s.module!, 'step', s.settings.gradientAccumulation, ipus, kinds);
+  s.module = r.module;
+  s.pipeline = r.info;
+});
+
+/**
+ * Whether a loop of `microBatches` micro-batches is pipelined: PipelinedExecution with more than
+ * one stage and more than one micro-batch. Says once when the strategy cannot take effect.
+ */
+export function decidePipelining(spec: ExecutionSpec, placement: Placement, microBatches: number, kind: 'training' | 'inference', diagnostics: Diagnostic[]): boolean {
+  const P = placement.stages.length;
+  if (spec.kind === 'serial_phased' || spec.kind === 'parallel_phased') {
+    diagnostics.push(warning(`${spec.describe}: execution phases are not implemented; the phases run one after another as sharded stages, with weights and activations kept on chip`, undefined, ['use ShardedExecution or PipelinedExecution with the same blocks']));
+    return false;
+  }
+  if (spec.kind !== 'pipelined' || P < 2) return false;
+  // PopART's rule: one micro-batch in flight per pipeline stage (2P − 1 stages when training)
+  const needed = kind === 'training' ? 2 * P - 1 : P;
+  if (microBatches > 1 && microBatches < needed) {
+    const what = kind === 'training' ? `a gradient accumulation of at least ${needed} (2 × ${P} − 1)` : `at least ${needed} device iterations`;
+    throw new DiagnosticError(error(`pipelining ${P} stages for ${kind} needs ${what}, got ${microBatches}`, undefined, [`set ${kind === 'training' ? 'Training.gradientAccumulation' : 'deviceIterations'}(${needed}) or more, or use ShardedExecution`]));
+  }
+  if (microBatches < 2) {
+    const what = kind === 'training' ? 'Training.gradientAccumulation' : 'deviceIterations';
+    diagnostics.push(warning(`${spec.describe}: with one micro-batch per ${kind === 'training' ? 'weight update' : 'run'} there is nothing to pipeline; the ${P} stages run one after another, as ShardedExecution`, undefined, [`set ${what}(n) with n ≥ ${kind === 'training' ? 2 * P - 1 : P} to keep every stage busy`]));
+    return false;
+  }
+  return true;
+}
 
 /** autograd: differentiate the final loss with respect to every parameter (seeded with loss_scaling). */
 export const autogradPass = definePass<TrainingState>('autograd', 'append the backward pass of the final loss', (s) => {
@@ -190,7 +255,9 @@ export const accumulatePass = definePass<TrainingState>('accumulate', 'accumulat
   s.accumulators = s.trained!.map((name) => {
     const p = params.get(name)!;
     b.loc = p.loc;
-    b.annotations = placementOf(p);
+    // on the weight's IPU; in a pipeline, in the backward stage that makes the gradient
+    const { stage: _stage, ...place } = placementOf(p);
+    b.annotations = place;
     let g = s.grads!.get(name)!;
     if (g.type.dtype !== acc) g = b.op('cast', [g], { to: acc });
     const accName = `${name}.accum`;
@@ -296,12 +363,29 @@ export const remoteBuffersPass = definePass<TrainingState>('remote-buffers', 'ke
   s.module = placeOffChip(s.module!, s.settings.tensorLocations, ctx.diagnostics);
 });
 
-export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [autogradPass, recomputePass, serializeMatmulPass, buffersPass, accumulatePass, shardingPass, optimizerPass, dceTrainingPass, decomposeTrainingPass, programPass, splitUpdatePass, remoteBuffersPass];
+export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [
+  placementPass,
+  autogradPass,
+  recomputePass,
+  pipelineStagesPass,
+  serializeMatmulPass,
+  buffersPass,
+  accumulatePass,
+  shardingPass,
+  optimizerPass,
+  dceTrainingPass,
+  decomposeTrainingPass,
+  programPass,
+  pipelinePass,
+  splitUpdatePass,
+  remoteBuffersPass,
+];
 
 /**
  * Builds the training step of PopTorch's trainingModel as a Module, through the named passes
- * autograd → recompute → serialize-matmul → buffers → accumulate → replicated-tensor-sharding →
- * optimizer → dce → decompose → program → split-update → remote-buffers:
+ * placement → autograd → recompute → pipeline-stages → serialize-matmul → buffers → accumulate →
+ * replicated-tensor-sharding → optimizer → dce → decompose → program → pipeline → split-update →
+ * remote-buffers:
  *
  *   repeat deviceIterations {
  *     repeat gradientAccumulation { stream_in inputs; execute @step }   // forward, backward, accumulate
@@ -310,7 +394,8 @@ export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [autogradPass, re
  *   }
  *
  * With tensor locations, sharded updates reduce-scatter their accumulators and gather their
- * weights around the update, and off-chip state is loaded and stored around its uses.
+ * weights around the update, and off-chip state is loaded and stored around its uses. Pipelined,
+ * the accumulation loop becomes the pipeline's schedule over one graph per stage.
  *
  * The input graph is not modified.
  */
@@ -319,7 +404,7 @@ export function buildTrainingModule(forward: Graph, settings: StepSettings, opti
   const strategy = settings.meanStrategy ?? defaultMeanStrategy(optimizer);
   const state: TrainingState = { name: forward.name, settings, optimizer, strategy, step: cloneGraph(forward, 'step').graph };
   const { unit, timings, diagnostics } = new PassManager(TRAINING_PASSES, pm, TRAINING_UNIT).run(state);
-  return { module: unit.module!, lossOutput: unit.lossOutput!, trained: unit.trained!, strategy, timings, diagnostics };
+  return { module: unit.module!, lossOutput: unit.lossOutput!, trained: unit.trained!, strategy, timings, diagnostics, placement: unit.placement!, ...(unit.pipeline ? { pipeline: unit.pipeline } : {}) };
 }
 
 const ZEROS = { kind: 'init', fn: 'zeros', args: {} } as const;
@@ -380,17 +465,27 @@ function applyGrouping(variables: Map<string, import('@tilegraph/ir').VariableIn
  * Inference: repeat deviceIterations { stream_in inputs; execute @forward }. Warnings of its
  * passes (serialize-matmul) are appended to `diagnostics`.
  */
-export function buildInferenceModule(forward: Graph, settings: StepSettings, diagnostics: Diagnostic[] = []): Module {
+export function buildInferenceModule(forward: Graph, settings: StepSettings, diagnostics: Diagnostic[] = [], out: { placement?: Placement; pipeline?: PipelineInfo } = {}): Module {
   checkSettings(settings);
   if (settings.gradientAccumulation !== 1) {
     throw new DiagnosticError(error(`gradientAccumulation is ${settings.gradientAccumulation} but an inference model does not accumulate gradients`, undefined, ['set Training.gradientAccumulation(1) for inference']));
   }
-  const g = decomposeGraph(serializeMatMuls(cloneGraph(forward, 'forward').graph, diagnostics).graph);
+  const placed = cloneGraph(forward, 'forward').graph;
+  const spec = settings.execution ?? DEFAULT_EXECUTION;
+  out.placement = placeStages(placed, spec);
+  const pipelined = decidePipelining(spec, out.placement, settings.deviceIterations, 'inference', diagnostics);
+  const g = decomposeGraph(serializeMatMuls(placed, diagnostics).graph);
   const inputs = g.inputs().map((o) => o.attrs['name'] as string);
   const graphs = new Map([['forward', g]]);
   const variables = collectVariables(graphs);
   applyGrouping(variables, settings, settings.replicationFactor);
   inferenceShardingWarnings(settings.tensorLocations, diagnostics);
-  const m = { name: forward.name, graphs, program: repeat(settings.deviceIterations, seq(streamIn(inputs), execute('forward'))), replicationFactor: settings.replicationFactor, variables };
+  let m: Module = { name: forward.name, graphs, program: repeat(settings.deviceIterations, seq(streamIn(inputs), execute('forward'))), replicationFactor: settings.replicationFactor, variables };
+  if (pipelined) {
+    const stages = out.placement.stages;
+    const r = pipelineLoop(m, 'forward', settings.deviceIterations, stages.map((s) => s.ipu), stages.map(() => 'forward'));
+    m = r.module;
+    out.pipeline = r.info;
+  }
   return placeOffChip(m, settings.tensorLocations, diagnostics);
 }

@@ -21,7 +21,7 @@ import {
   shapesEqual,
   shardOfTensor,
 } from '@tilegraph/ir';
-import { CommGroupType, Options, OptionsError, OutputMode, ReductionType, MeanReductionStrategy, VariableRetrievalMode } from '@tilegraph/frontend';
+import { AutoStage, CommGroupType, ExecutionStrategy, Options, OptionsError, OutputMode, PhasedExecution, PipelinedExecution, ReductionType, MeanReductionStrategy, ShardedExecution, Stage, VariableRetrievalMode } from '@tilegraph/frontend';
 import {
   MeanReductionStrategy as StepStrategy,
   OptimizerSpec,
@@ -34,6 +34,8 @@ import {
   buildInferenceModule,
   buildTrainingModule,
   updateHyper,
+  ExecutionSpec,
+  StageSpec,
 } from '@tilegraph/passes';
 import { Backend, BackendFactory } from './backend.js';
 import { compiledBackendFor } from '../compiled/backend.js';
@@ -101,6 +103,28 @@ export function stepSettingsFrom(o: Options, replicaGrouping: Readonly<Record<st
     // RecomputationType members are PopART's names; the step settings use them lower-cased
     recomputation: o.auto_recomputation.toLowerCase() as RecomputationMode,
     ...tensorLocationsFrom(o),
+    execution: executionSpecFrom(o.execution_strategy),
+  };
+}
+
+/** setExecutionStrategy(...) as the placement pass reads it. */
+export function executionSpecFrom(st: ExecutionStrategy): ExecutionSpec {
+  const stageSpec = (s: Stage): StageSpec => (s.ipu_id === undefined ? { blocks: [...s.blocks] } : { blocks: [...s.blocks], ipu: s.ipu_id });
+  if (st instanceof PipelinedExecution) {
+    return {
+      kind: st instanceof ShardedExecution ? 'sharded' : 'pipelined',
+      autoStage: st.auto_stage === AutoStage.AutoIncrement ? 'auto_increment' : 'same_as_ipu',
+      stages: st.stages.map(stageSpec),
+      blockIpus: Object.fromEntries(st.auto_stage_ipus),
+      describe: st.describe(),
+    };
+  }
+  const phased = st as PhasedExecution;
+  return {
+    kind: phased.type === 'SerialPhasedExecution' ? 'serial_phased' : 'parallel_phased',
+    autoStage: 'same_as_ipu',
+    stages: phased.phases.flatMap((p) => p.stages.map(stageSpec)),
+    describe: phased.describe(),
   };
 }
 
@@ -159,6 +183,14 @@ export abstract class PoplarExecutor {
   protected abstract buildModule(step: StepSettings): Module;
   /** The graph whose outputs a run returns. */
   protected abstract get outputGraph(): string;
+
+  /** The outputs a run returns: those of the output graph, or of its pipeline stages (`stage0`, ...). */
+  protected modelOutputs(): { name: string }[] {
+    const m = this.module!;
+    const g = m.graphs.get(this.outputGraph);
+    if (g) return g.outputs;
+    return [...m.graphs].filter(([n]) => /^stage\d+$/.test(n)).flatMap(([, x]) => x.outputs);
+  }
 
   get isCompiled(): boolean {
     return this.module !== undefined;
@@ -261,8 +293,7 @@ export abstract class PoplarExecutor {
     const sel = (m: OutputMode, period: number): OutputSelection =>
       m === OutputMode.EveryN ? { mode: 'EveryN', period } : m === OutputMode.Sum ? { mode: 'Sum' } : m === OutputMode.Final ? { mode: 'Final' } : { mode: 'All' };
     const out: Record<string, Tensor> = {};
-    const g = this.module!.graphs.get(this.outputGraph)!;
-    for (const o of g.outputs) {
+    for (const o of this.modelOutputs()) {
       const values = produced[o.name] ?? [];
       if (o.name.startsWith('anchor:')) continue;
       out[o.name] = selectOutputs(values, sel(mode, this.options.output_return_period), l);

@@ -1,0 +1,279 @@
+import {
+  Diagnostic,
+  DiagnosticError,
+  Graph,
+  Module,
+  Op,
+  ProgramNode,
+  ShardPair,
+  Value,
+  VariableInfo,
+  copyVariables,
+  error,
+  execute,
+  formatLocation,
+  repeat,
+  restore,
+  ringCounters,
+  seq,
+  stash,
+  streamIn,
+} from '@tilegraph/ir';
+import { REMATERIALIZABLE, inheritStages } from './placement.js';
+
+/** What one pipeline stage runs: a forward stage, a backward stage, or (the last) both. */
+export type PipelineStageKind = 'forward' | 'backward' | 'forward_backward';
+
+export interface PipelineStage {
+  readonly index: number;
+  readonly ipu: number;
+  readonly kind: PipelineStageKind;
+  /** The graph of the module that runs it. */
+  readonly graph: string;
+}
+
+/** One cycle of the schedule: the pipeline stages that run in it, each on its IPU. */
+export interface PipelineCycle {
+  readonly cycle: number;
+  /** Ramp-up (fill), main, or ramp-down (flush). */
+  readonly phase: 'fill' | 'main' | 'flush';
+  /** The micro-batch each active stage works on. */
+  readonly stages: readonly { readonly stage: number; readonly microBatch: number }[];
+}
+
+/** A pipelined loop: its stages, the values carried between them, and the schedule of one run of the loop. */
+export interface PipelineInfo {
+  readonly stages: readonly PipelineStage[];
+  readonly microBatches: number;
+  readonly cycles: readonly PipelineCycle[];
+  /** Values stashed between stages: the ring buffers (depth > 1) and the single copies. */
+  readonly transfers: readonly { readonly from: number; readonly to: number; readonly depth: number; readonly bytes: number; readonly ipu: number; readonly ring?: string }[];
+}
+
+/**
+ * The training form of the forward stages: with P forward stages, the backward of forward stage
+ * s runs in pipeline stage 2P−2−s (the last forward stage and the first backward stage are one
+ * stage, as in PopART). Backward ops carry their forward op's stage (autograd copies the
+ * annotations); ops outside `forward` are renumbered. Ops without a stage keep none.
+ */
+export function markBackwardStages(step: Graph, forward: ReadonlySet<Op>, forwardStages: number): void {
+  const last = 2 * forwardStages - 2;
+  for (const op of step.ops) {
+    const s = op.annotations.stage;
+    if (forward.has(op) || s === undefined) continue;
+    op.annotations = { ...op.annotations, stage: last - s };
+  }
+  // a recomputed op read by the backward of a later forward stage runs in that (earlier) backward stage
+  const order = step.topologicalOrder() ?? step.ops;
+  for (let i = order.length - 1; i >= 0; i--) {
+    const op = order[i]!;
+    const s = op.annotations.stage;
+    if (forward.has(op) || s === undefined) continue;
+    let first = s;
+    for (const r of op.results) for (const u of r.uses) if (u.op.annotations.stage !== undefined && u.op.annotations.stage < first) first = u.op.annotations.stage;
+    if (first < s) op.annotations = { ...op.annotations, stage: first };
+  }
+}
+
+/**
+ * Pipelines the loop that executes graph `name` once per micro-batch: the graph is cut into one
+ * graph per pipeline stage (`stage0`, `stage1`, …, by the ops' `stage` annotations; ops without
+ * one join the stage of what they read, state reads and constants the stage of their users), and
+ * the loop becomes PopART's schedule over `microBatches` micro-batches: cycle c runs each stage k
+ * with k ≤ c < k + microBatches (ramp-up, main, ramp-down). A value made in stage f and read in
+ * stage k is assigned to a variable on f's IPU; when k = f + 1 it is copied to k's IPU at the
+ * end of the cycle; otherwise it is stashed in a ring buffer of depth k − f and restored at the
+ * start of the cycle that reads it. Inputs stream in just before the first stage that reads
+ * them. In each cycle the restores come first, then the stages (each touching only its IPU, so
+ * the IPUs run together), then the stashes and copies.
+ *
+ * `ipus[k]` is the IPU of pipeline stage k. Throws a DiagnosticError when state is read and
+ * written in different stages (its reads would see a different micro-batch's value) or a value
+ * flows to an earlier stage.
+ */
+export function pipelineLoop(m: Module, name: string, microBatches: number, ipus: readonly number[], kinds: readonly PipelineStageKind[]): { module: Module; info: PipelineInfo } {
+  const g = m.graphs.get(name);
+  if (!g) throw new Error(`pipelineLoop: no graph '${name}'`);
+  const S = ipus.length;
+  const order = g.topologicalOrder() ?? g.ops;
+  const stage = new Map<Op, number>();
+  for (const op of order) if (op.annotations.stage !== undefined) stage.set(op, Math.min(op.annotations.stage, S - 1));
+  inheritStages(order, stage, 0);
+  checkState(order, stage);
+
+  const graphs = Array.from({ length: S }, (_, k) => new Graph(`stage${k}`));
+  const maps = graphs.map(() => new Map<Value, Value>());
+  const variables = new Map(m.variables);
+  const transfers: { from: number; to: number; depth: number; bytes: number; ipu: number; ring?: string }[] = [];
+  const copies = new Map<number, ShardPair[]>(); // by producing stage: single copies at the end of its cycles
+  const stashes = new Map<number, ShardPair[]>(); // by producing stage: pushes into rings
+  const restores = new Map<number, ShardPair[]>(); // by consuming stage: pops before it runs
+  const inputs = new Map<number, string[]>();
+  const outNames = new Map<Value, string>();
+  const ds: Diagnostic[] = [];
+  const place = (k: number) => ({ stage: k, ipu: ipus[k]! });
+  const push = <T>(map: Map<number, T[]>, k: number, x: T) => {
+    const l = map.get(k);
+    if (l) l.push(x);
+    else map.set(k, [x]);
+  };
+  const addVariable = (info: VariableInfo) => variables.set(info.name, info);
+
+  /** The value of `v` in stage k's graph: its own, made again, or received from an earlier stage. */
+  const valueIn = (v: Value, k: number, reader: Op): Value => {
+    const known = maps[k]!.get(v);
+    if (known) return known;
+    const p = v.producer;
+    if (REMATERIALIZABLE.has(p.kind)) {
+      const copy = graphs[k]!.insertOp(p.def, [], p.attrs, { loc: p.loc, scope: p.scope, annotations: { ...p.annotations, ...place(k) }, names: p.results.map((r) => r.name) }, p.results.map((r) => r.type));
+      maps[k]!.set(v, copy.result);
+      return copy.result;
+    }
+    const f = stage.get(p)!;
+    if (f > k) {
+      ds.push(error(`a value flows from pipeline stage ${f} (${p.kind}) back to stage ${k} (${reader.kind})`, reader.loc, [`it is made at ${formatLocation(p.loc)}`]));
+      return maps[f]!.get(v)!;
+    }
+    let out = outNames.get(v);
+    if (out === undefined) {
+      out = uniqueName(variables, `pipeline.${v.name ?? p.kind}.${v.id}`);
+      outNames.set(v, out);
+      addVariable({ name: out, type: v.type, role: 'pipeline', init: ZEROS, ipu: ipus[f]! });
+      graphs[f]!.addOp('assign', [maps[f]!.get(v)!], { name: out }, { loc: p.loc, scope: p.scope, annotations: place(f) });
+    }
+    const inName = `${out}.to${k}`;
+    addVariable({ name: inName, type: v.type, role: 'pipeline', init: ZEROS, ipu: ipus[k]! });
+    const read = graphs[k]!.addOp('variable', [], { name: inName, dtype: v.type.dtype, shape: [...v.type.shape], init: ZEROS, role: 'pipeline' }, { loc: p.loc, scope: p.scope, annotations: place(k), names: [v.name] });
+    maps[k]!.set(v, read.result);
+    const depth = k - f;
+    const bytes = v.type.shape.reduce((n, d) => n * d, 1) * bytesOf(v.type.dtype);
+    if (depth === 1) {
+      push(copies, f, { from: out, to: inName });
+      transfers.push({ from: f, to: k, depth, bytes, ipu: ipus[f]! });
+    } else {
+      const ring = `${inName}.ring`;
+      const c = ringCounters(ring);
+      addVariable({ name: ring, type: { dtype: v.type.dtype, shape: [depth, ...v.type.shape] }, role: 'pipeline', init: ZEROS, ipu: ipus[f]! });
+      addVariable({ name: c.head, type: { dtype: 'uint32', shape: [] }, role: 'pipeline', init: ZEROS, ipu: ipus[f]! });
+      addVariable({ name: c.tail, type: { dtype: 'uint32', shape: [] }, role: 'pipeline', init: ZEROS, ipu: ipus[f]! });
+      push(stashes, f, { from: out, to: ring });
+      push(restores, k, { from: ring, to: inName });
+      transfers.push({ from: f, to: k, depth, bytes: bytes * depth, ipu: ipus[f]!, ring });
+    }
+    return read.result;
+  };
+
+  for (const op of order) {
+    const k = stage.get(op)!;
+    if (REMATERIALIZABLE.has(op.kind) && !op.results.some((r) => r.uses.some((u) => stage.get(u.op) === k))) continue;
+    const operands = op.operands.map((v) => valueIn(v, k, op));
+    const copy = graphs[k]!.insertOp(op.def, operands, op.attrs, { loc: op.loc, scope: op.scope, annotations: { ...op.annotations, ...place(k) }, names: op.results.map((r) => r.name) }, op.results.map((r) => r.type));
+    op.results.forEach((r, i) => maps[k]!.set(r, copy.results[i]!));
+    if (op.kind === 'input') push(inputs, k, op.attrs['name'] as string);
+  }
+  for (const o of g.outputs) {
+    const p = o.value.producer;
+    const k = REMATERIALIZABLE.has(p.kind) ? 0 : stage.get(p)!;
+    graphs[k]!.addOutput(o.name, valueIn(o.value, k, p));
+  }
+  if (ds.length) throw new DiagnosticError(ds);
+
+  // the schedule: cycle c runs stage k on micro-batch c − k
+  const G = microBatches;
+  const cycles: PipelineCycle[] = [];
+  for (let c = 0; c < G + S - 1; c++) {
+    const active: { stage: number; microBatch: number }[] = [];
+    for (let k = 0; k < S; k++) if (k <= c && c < k + G) active.push({ stage: k, microBatch: c - k });
+    cycles.push({ cycle: c, phase: c < S - 1 ? 'fill' : c < G ? 'main' : 'flush', stages: active });
+  }
+  const body = (active: readonly number[]): ProgramNode => {
+    const nodes: ProgramNode[] = [];
+    const pops = active.flatMap((k) => restores.get(k) ?? []);
+    if (pops.length) nodes.push(restore(pops));
+    for (const k of active) {
+      const ins = inputs.get(k);
+      if (ins?.length) nodes.push(streamIn(ins));
+      nodes.push(execute(graphs[k]!.name));
+    }
+    const pushes = active.flatMap((k) => stashes.get(k) ?? []);
+    if (pushes.length) nodes.push(stash(pushes));
+    const moves = active.flatMap((k) => copies.get(k) ?? []);
+    if (moves.length) nodes.push(copyVariables(moves));
+    return seq(...nodes);
+  };
+  const schedule: ProgramNode[] = [];
+  for (let i = 0; i < cycles.length; ) {
+    const key = cycles[i]!.stages.map((s) => s.stage).join(',');
+    let j = i + 1;
+    while (j < cycles.length && cycles[j]!.stages.map((s) => s.stage).join(',') === key) j++;
+    const b = body(cycles[i]!.stages.map((s) => s.stage));
+    schedule.push(j - i === 1 ? b : repeat(j - i, b));
+    i = j;
+  }
+  const program = replaceLoop(m.program, name, seq(...schedule));
+  const newGraphs = new Map<string, Graph>();
+  for (const [n, x] of m.graphs) {
+    if (n !== name) newGraphs.set(n, x);
+    else for (const s of graphs) newGraphs.set(s.name, s);
+  }
+  const stages = ipus.map((ipu, index) => ({ index, ipu, kind: kinds[index]!, graph: graphs[index]!.name }));
+  return { module: { ...m, graphs: newGraphs, program, variables }, info: { stages, microBatches: G, cycles, transfers } };
+}
+
+const ZEROS = { kind: 'init', fn: 'zeros', args: {} } as const;
+
+function bytesOf(dtype: string): number {
+  return dtype === 'float16' ? 2 : dtype === 'bool' ? 1 : 4;
+}
+
+function uniqueName(vars: ReadonlyMap<string, unknown>, base: string): string {
+  let n = base;
+  for (let i = 1; vars.has(n); i++) n = `${base}_${i}`;
+  return n;
+}
+
+/**
+ * State written in one stage must be read only there: stage k works on micro-batch c − k, so a
+ * read in another stage would see another micro-batch's value.
+ */
+function checkState(order: readonly Op[], stage: ReadonlyMap<Op, number>): void {
+  const written = new Map<string, Op>();
+  for (const op of order) if (op.kind === 'assign') written.set(op.attrs['name'] as string, op);
+  const ds: Diagnostic[] = [];
+  for (const op of order) {
+    if (op.kind !== 'variable' && op.kind !== 'parameter') continue;
+    const w = written.get(op.attrs['name'] as string);
+    if (!w) continue;
+    const ws = stage.get(w)!;
+    const reader = op.result.uses.find((u) => stage.get(u.op) !== ws);
+    if (reader) {
+      ds.push(
+        error(`'${op.attrs['name'] as string}' is written in pipeline stage ${ws} but read in stage ${stage.get(reader.op)!}: pipelined stages work on different micro-batches, so the read would see another micro-batch's value`, reader.op.loc, [
+          `it is written at ${formatLocation(w.loc)}`,
+          'read and write it in the same block',
+        ]),
+      );
+    }
+  }
+  if (ds.length) throw new DiagnosticError(ds);
+}
+
+/** The program with the loop around `execute @name` (a repeat whose body streams inputs and executes it) replaced. */
+function replaceLoop(p: ProgramNode, name: string, by: ProgramNode): ProgramNode {
+  let found = 0;
+  const executes = (n: ProgramNode): boolean => (n.kind === 'execute' ? n.graph === name : n.kind === 'sequence' ? n.body.some(executes) : false);
+  const visit = (n: ProgramNode): ProgramNode => {
+    if (n.kind === 'repeat' && executes(n.body)) {
+      found++;
+      return by;
+    }
+    if (n.kind === 'repeat') return { ...n, body: visit(n.body) };
+    if (n.kind === 'sequence') return { ...n, body: n.body.map(visit) };
+    if (n.kind === 'execute' && n.graph === name) throw new Error(`pipelineLoop: @${name} runs outside its micro-batch loop`);
+    return n;
+  };
+  const out = visit(p);
+  if (found !== 1) throw new Error(`pipelineLoop: expected one micro-batch loop around @${name}, found ${found}`);
+  return out;
+}
+
