@@ -97,6 +97,75 @@ describe('ModelBuilder', () => {
     expect(m.sqrt(x).producer.annotations).toEqual({ ipu: 3 });
   });
 
+  test('useAutoBlockIds numbers the blocks made without a name, in order (poptorch.Block.useAutoId)', () => {
+    const m = new ModelBuilder('auto');
+    const x = m.input('x', 'float32', [2, 2]);
+    // before: an unnamed block has no block id
+    expect(m.block(undefined, { ipu: 0 }, () => m.relu(x)).producer.annotations).toEqual({ ipu: 0 });
+    m.useAutoBlockIds();
+    const ids = (v: Value) => v.producer.annotations.block;
+    expect(ids(m.block(undefined, { ipu: 0 }, () => m.neg(x)))).toBe('0');
+    // named blocks keep their names and take no number
+    expect(ids(m.block('special', { ipu: 1 }, () => m.abs(x)))).toBe('special');
+    expect(ids(m.block(undefined, { ipu: 1 }, () => m.exp(x)))).toBe('1');
+    // nested: the inner block is made after the outer one
+    const [outer, inner] = m.block(undefined, {}, () => [m.tanh(x), m.block(undefined, { ipu: 1 }, () => m.sqrt(x))] as const);
+    expect([ids(outer), ids(inner)]).toEqual(['2', '3']);
+    // beginBlock without a name, and each call of a blockFunction, are new blocks
+    m.beginBlock({ ipu: 2 });
+    expect(m.neg(x).producer.annotations).toEqual({ ipu: 2, block: '4' });
+    const f = m.blockFunction(undefined, { ipu: 3 }, (v: Value) => m.relu(v));
+    expect([ids(f(x)), ids(f(x))]).toEqual(['5', '6']);
+    m.beginBlock({ ipu: 0, name: 'named' });
+    expect(ids(m.neg(x))).toBe('named');
+    // calling it again starts from "0"
+    m.useAutoBlockIds();
+    expect(ids(m.block(undefined, {}, () => m.abs(x)))).toBe('0');
+    // another builder is not affected
+    const other = new ModelBuilder('other');
+    expect(other.block(undefined, { ipu: 1 }, () => other.relu(other.input('x', 'float32', [1]))).producer.annotations).toEqual({ ipu: 1 });
+  });
+
+  test('removeBlocks takes the placement off every op built so far and ends beginBlock (poptorch.removeBlocks)', () => {
+    const m = new ModelBuilder('rm');
+    const x = m.input('x', 'float32', [2, 2]);
+    const a = m.block('enc', { ipu: 0, stage: 0, phase: 0 }, () => m.relu(x));
+    const mm = m.block('dec', { ipu: 1, stage: 1 }, () => m.serializedMatMul(a, x, MatMulSerializationMode.ReducingDim, 2));
+    const r = m.b.withAnnotations({ recompute: 'checkpoint' }, () => m.block(undefined, { ipu: 1 }, () => m.tanh(mm)));
+    m.beginBlock({ ipu: 2, stage: 2, name: 'head' });
+    const h = m.output('y', m.neg(r));
+    const before = a.producer.annotations;
+    expect(m.graph.ops.filter((o) => o.annotations.ipu !== undefined).length).toBe(4);
+
+    m.removeBlocks();
+    expect(m.graph.ops.filter((o) => ['block', 'ipu', 'stage', 'phase'].some((k) => k in o.annotations))).toEqual([]);
+    // other annotations stay
+    expect(mm.producer.annotations).toEqual({ serialize: { mode: 'reducing_dim', factor: 2, keepPrecision: false } });
+    expect(r.producer.annotations).toEqual({ recompute: 'checkpoint' });
+    expect([a.producer.annotations, h.producer.annotations]).toEqual([{}, {}]);
+    // annotations are replaced, not changed in place (other holders of the old object see no change)
+    expect(before).toEqual({ block: 'enc', ipu: 0, stage: 0, phase: 0 });
+    // the beginBlock no longer applies; blocks made afterwards do
+    expect(m.abs(x).producer.annotations).toEqual({});
+    expect(m.block('late', { ipu: 1 }, () => m.exp(x)).producer.annotations).toEqual({ block: 'late', ipu: 1 });
+    // the model still computes the same thing: -tanh(relu(x) @ x)
+    const out = runGraph(m.graph, { x: Tensor.from('float32', [2, 2], [1, 0, 0, 1]) }).outputs['y']!;
+    expect(Array.from(out.data).map((v) => Math.round(v * 1e6) / 1e6 + 0)).toEqual([-0.761594, 0, 0, -0.761594]);
+
+    // inside a block() it is refused at the caller
+    let err: unknown;
+    m.block('b', { ipu: 1 }, () => {
+      try {
+        m.removeBlocks();
+      } catch (e) {
+        err = e;
+      }
+    });
+    expect(err).toBeInstanceOf(DslError);
+    expect((err as DslError).diagnostics[0]!.message).toBe('removeBlocks: called inside block(); call it outside every block');
+    expect((err as DslError).diagnostics[0]!.loc!.frames[0]!.file).toBe(THIS_FILE);
+  });
+
   test('generic op(), numbers as scalar constants, multi-result ops, annotations', () => {
     const m = new ModelBuilder('ops');
     const x = m.input('x', 'float32', [2, 4]);

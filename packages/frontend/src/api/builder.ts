@@ -76,6 +76,10 @@ export class ModelBuilder {
   private reuseParams = 0;
   /** Set by beginBlock: applies to every later op (inside explicit blocks, theirs win). */
   private begun: Annotations = {};
+  /** The next automatic block id once useAutoBlockIds was called (undefined: blocks without a name get none). */
+  private nextAutoBlockId: number | undefined;
+  /** How many block() calls are running. */
+  private blockDepth = 0;
 
   constructor(name = 'main', opts: ModelBuilderOptions = {}) {
     this.b = new GraphBuilder(name);
@@ -353,19 +357,64 @@ export class ModelBuilder {
     return this.b.withScope(name, fn);
   }
 
-  /** poptorch.Block: ops made inside belong to the block, placed on `ipu` (and `stage`, `phase`). */
+  /**
+   * poptorch.Block: ops made inside belong to the block, placed on `ipu` (and `stage`, `phase`).
+   * A block without a name has no block id, unless useAutoBlockIds() was called.
+   */
   block<T>(name: string | undefined, opts: BlockOptions, fn: () => T): T {
     const ann: { block?: string; ipu?: number; stage?: number; phase?: number } = { ...opts };
-    if (name !== undefined) ann.block = name;
-    return this.b.withAnnotations(ann as Annotations, fn);
+    const id = name ?? this.autoBlockId();
+    if (id !== undefined) ann.block = id;
+    this.blockDepth++;
+    try {
+      return this.b.withAnnotations(ann as Annotations, fn);
+    } finally {
+      this.blockDepth--;
+    }
+  }
+
+  /**
+   * poptorch.Block.useAutoId: from now on every block made without a name (block, beginBlock, each
+   * call of a blockFunction) gets an automatic id, "0", "1", "2", ... in the order the blocks are
+   * made; named blocks keep their names and take no number. Calling it again starts the numbering
+   * at "0" again, as PopTorch's does.
+   */
+  useAutoBlockIds(): void {
+    this.nextAutoBlockId = 0;
+  }
+
+  /** The next automatic block id, when useAutoBlockIds is in effect. */
+  private autoBlockId(): string | undefined {
+    if (this.nextAutoBlockId === undefined) return undefined;
+    return String(this.nextAutoBlockId++);
+  }
+
+  /**
+   * poptorch.removeBlocks: the model built so far loses its blocks. Every op's `block`, `ipu`,
+   * `stage` and `phase` annotations are removed (others, such as `recompute` and `serialize`, stay)
+   * and a beginBlock in effect ends, so the model runs without placement. Blocks made afterwards
+   * apply as usual. It may not be called inside block() (whose placement would come back when it
+   * ends).
+   */
+  removeBlocks(): void {
+    if (this.blockDepth > 0) {
+      throw new DslError([error('removeBlocks: called inside block(); call it outside every block', callerLocation())], readSource, this.excludes);
+    }
+    for (const op of this.graph.ops) {
+      const a = op.annotations;
+      if (a.block !== undefined || a.ipu !== undefined || a.stage !== undefined || a.phase !== undefined) op.annotations = withoutPlacement(a);
+    }
+    this.begun = {};
+    this.b.annotations = withoutPlacement(this.b.annotations);
   }
 
   /**
    * poptorch.BeginBlock: every op made from here on belongs to a new block on `ipu`, until the
-   * next beginBlock.
+   * next beginBlock. Without a name it has no block id, unless useAutoBlockIds() was called.
    */
   beginBlock(opts: BlockOptions & { name?: string }): void {
-    const { name, ...place } = opts;
+    const { name: given, ...place } = opts;
+    const name = given ?? this.autoBlockId();
     const outer = this.b.annotations;
     // Replace what the previous beginBlock set, keep anything set by an enclosing block().
     const base: Record<string, unknown> = { ...outer };
@@ -478,6 +527,12 @@ export class ModelBuilder {
       return this.layerNorm(this.add(h, f), dModel, { name: 'norm2', eps: opts.eps ?? 1e-5 });
     });
   }
+}
+
+/** `a` without the placement annotations (block, ipu, stage, phase). */
+function withoutPlacement(a: Annotations): Annotations {
+  const { block: _block, ipu: _ipu, stage: _stage, phase: _phase, ...rest } = a;
+  return rest;
 }
 
 function nestedTensor(value: number | readonly unknown[], dtype: DType): Tensor {

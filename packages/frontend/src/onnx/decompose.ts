@@ -1,6 +1,7 @@
 import { DType, MAX_TENSOR_ELEMENTS, Tensor, Value, isFloat, numElements, stridesOf } from '@tilegraph/ir';
 import { Emitter, NodeContext, clampIndex } from './context.js';
 import { ATTR_TYPE, ONNX_DTYPE, bytesToString, int64 } from './proto.js';
+import { isPopartAnnotation } from './placement.js';
 import { irDTypeOf, tensorFromProto } from './tensor.js';
 
 /**
@@ -199,7 +200,8 @@ export function clip(c: NodeContext, x: Value, lo: Value | undefined, hi: Value 
 // ---------------------------------------------------------------- constants
 
 export function constantNode(c: NodeContext): Value {
-  const set = (c.node.attribute ?? []).map((a) => a.name ?? '');
+  // PopART's annotations (__ipu_number, ...) may sit beside the value
+  const set = (c.node.attribute ?? []).map((a) => a.name ?? '').filter((n) => !isPopartAnnotation(n));
   if (set.length !== 1) c.fail(`must have exactly one attribute (value, value_float, value_floats, value_int, value_ints), got ${set.length}`);
   const name = set[0]!;
   const what = `value of ${c.opType} node '${c.name}'`;

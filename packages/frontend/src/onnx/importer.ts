@@ -18,6 +18,7 @@ import { ImportState, NodeContext } from './context.js';
 import { OnnxUnsupportedError, fail } from './errors.js';
 import { SUPPORTED_OPSETS, findLowering } from './ops.js';
 import { GraphProto, ModelProto, NodeProto, ValueInfoProto, decodeModel, int64, onnxDTypeName } from './proto.js';
+import { placementOf } from './placement.js';
 import { lastOpId, markRecompute, recomputeMarkOf } from './recompute.js';
 import { serializeAttributesOf } from './serialize.js';
 import { checkedDims, requireIRDType, tensorFromProto } from './tensor.js';
@@ -415,10 +416,13 @@ class OnnxImporter {
     const serializeAttrs = type === 'MatMul' ? [] : serializeAttributesOf(ctx);
     if (serializeAttrs.length) ctx.warn(`${serializeAttrs.join(', ')}: only MatMul nodes are serialised; ${serializeAttrs.length > 1 ? 'they have' : 'it has'} no effect here`);
     const recompute = recomputeMarkOf(ctx);
+    // PopART's __ipu_number / __pipeline_stage / __execution_phase: every op the node lowers to
+    // (subgraph nodes too, unless they carry their own) gets them as annotations
+    const placement = placementOf(ctx);
     const before = lastOpId(this.b.graph);
     let results: readonly (Value | undefined)[];
     try {
-      const r = entry.lower(ctx);
+      const r = this.b.withAnnotations(placement, () => entry.lower(ctx));
       results = Array.isArray(r) ? r : [r as Value];
     } catch (e) {
       if (e instanceof DiagnosticError) throw e;
