@@ -54,7 +54,7 @@ export function buildStep(model: string, o: Record<string, unknown>): BuiltStep 
 }
 
 /** `--arg name=value` values: numbers, booleans, or text. */
-function modelArgs(list: readonly string[] | undefined): Record<string, number | boolean | string> | undefined {
+export function modelArgs(list: readonly string[] | undefined): Record<string, number | boolean | string> | undefined {
   if (!list?.length) return undefined;
   const out: Record<string, number | boolean | string> = {};
   for (const a of list) {

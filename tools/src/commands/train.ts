@@ -7,6 +7,7 @@ import { findToolchain, referenceBackend, trainingModel } from '@tilegraph/runti
 import { UsageError, stderrReporter } from '../diagnostics.js';
 import { writeAtomic } from '../files.js';
 import { loadModel } from '../load.js';
+import { modelArgs } from './step.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
 
@@ -126,6 +127,7 @@ export function registerTrain(program: Command): void {
     .option('--lr <x>', 'learning rate', (v) => Number(v))
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
     .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", (v) => Number(v))
+    .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=4')
     .option('--samples <n>', 'size of the synthetic data set', (v) => Number(v), 1024)
     .option('--seed <n>', 'seed of the data set and shuffling', (v) => Number(v), 0)
     .option('--replicas <n>', 'replicationFactor', (v) => Number(v))
@@ -145,7 +147,8 @@ export function registerTrain(program: Command): void {
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);
     if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);
     if (o.deviceIterations !== undefined) options.deviceIterations(o.deviceIterations);
-    const loaded = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}) });
+    const args = modelArgs(o['arg'] as string[] | undefined);
+    const loaded = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}), ...(args ? { args } : {}) });
     const g = o.loss ? withLoss(loaded, o.loss) : loaded;
     const opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
     const { passes, timePasses } = passFlags(o);
