@@ -41,23 +41,54 @@ export interface PipelineCycle {
   readonly stages: readonly { readonly stage: number; readonly microBatch: number }[];
 }
 
+/**
+ * How the cycles are laid out: PopART's pipeline (each stage once per cycle, micro-batch c − k in
+ * cycle c) or one stage at a time, micro-batch after micro-batch (execution phases).
+ */
+export type LoopSchedule = 'pipelined' | 'sequential';
+
+export interface LoopOptions {
+  readonly schedule?: LoopSchedule;
+  /**
+   * Keep each op's own IPU (execution phases, whose stages span IPUs) instead of the stage's;
+   * `ipus[k]` then only places values made again for a stage that no op of it places.
+   */
+  readonly keepOpIpus?: boolean;
+}
+
+/** A value carried from one stage to a later one: in a ring buffer of `depth` (a copy when 1). */
+export interface PipelineTransfer {
+  readonly from: number;
+  readonly to: number;
+  readonly depth: number;
+  /** Bytes on the producer's IPU: the ring buffer (depth × the value), or the value. */
+  readonly bytes: number;
+  readonly ipu: number;
+  /** The variable the producing stage writes, and the one the reading stage reads. */
+  readonly source: string;
+  readonly target: string;
+  readonly ring?: string;
+}
+
 /** A pipelined loop: its stages, the values carried between them, and the schedule of one run of the loop. */
 export interface PipelineInfo {
   readonly stages: readonly PipelineStage[];
   readonly microBatches: number;
   readonly cycles: readonly PipelineCycle[];
   /** Values stashed between stages: the ring buffers (depth > 1) and the single copies. */
-  readonly transfers: readonly { readonly from: number; readonly to: number; readonly depth: number; readonly bytes: number; readonly ipu: number; readonly ring?: string }[];
+  readonly transfers: readonly PipelineTransfer[];
+  readonly schedule: LoopSchedule;
 }
 
 /**
  * The training form of the forward stages: with P forward stages, the backward of forward stage
  * s runs in pipeline stage 2P−2−s (the last forward stage and the first backward stage are one
  * stage, as in PopART). Backward ops carry their forward op's stage (autograd copies the
- * annotations); ops outside `forward` are renumbered. Ops without a stage keep none.
+ * annotations); ops outside `forward` are renumbered. Ops without a stage keep none. With a
+ * separate backward phase, the backward of s runs in 2P−1−s.
  */
-export function markBackwardStages(step: Graph, forward: ReadonlySet<Op>, forwardStages: number): void {
-  const last = 2 * forwardStages - 2;
+export function markBackwardStages(step: Graph, forward: ReadonlySet<Op>, forwardStages: number, separateBackward = false): void {
+  const last = separateBackward ? 2 * forwardStages - 1 : 2 * forwardStages - 2;
   for (const op of step.ops) {
     const s = op.annotations.stage;
     if (forward.has(op) || s === undefined) continue;
@@ -91,7 +122,9 @@ export function markBackwardStages(step: Graph, forward: ReadonlySet<Op>, forwar
  * written in different stages (its reads would see a different micro-batch's value) or a value
  * flows to an earlier stage.
  */
-export function pipelineLoop(m: Module, name: string, microBatches: number, ipus: readonly number[], kinds: readonly PipelineStageKind[]): { module: Module; info: PipelineInfo } {
+export function pipelineLoop(m: Module, name: string, microBatches: number, ipus: readonly number[], kinds: readonly PipelineStageKind[], opts: LoopOptions = {}): { module: Module; info: PipelineInfo } {
+  const schedule = opts.schedule ?? 'pipelined';
+  const G = microBatches;
   const g = m.graphs.get(name);
   if (!g) throw new Error(`pipelineLoop: no graph '${name}'`);
   const S = ipus.length;
@@ -104,14 +137,16 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
   const graphs = Array.from({ length: S }, (_, k) => new Graph(`stage${k}`));
   const maps = graphs.map(() => new Map<Value, Value>());
   const variables = new Map(m.variables);
-  const transfers: { from: number; to: number; depth: number; bytes: number; ipu: number; ring?: string }[] = [];
+  const transfers: PipelineTransfer[] = [];
+  const cycles = layCycles(S, G, schedule);
   const copies = new Map<number, ShardPair[]>(); // by producing stage: single copies at the end of its cycles
   const stashes = new Map<number, ShardPair[]>(); // by producing stage: pushes into rings
   const restores = new Map<number, ShardPair[]>(); // by consuming stage: pops before it runs
   const inputs = new Map<number, string[]>();
   const outNames = new Map<Value, string>();
   const ds: Diagnostic[] = [];
-  const place = (k: number) => ({ stage: k, ipu: ipus[k]! });
+  /** The placement of an op of stage k (for ops made here: read by `like`). */
+  const place = (k: number, like?: Op) => ({ stage: k, ipu: opts.keepOpIpus && like?.annotations.ipu !== undefined ? like.annotations.ipu : ipus[k]! });
   const push = <T>(map: Map<number, T[]>, k: number, x: T) => {
     const l = map.get(k);
     if (l) l.push(x);
@@ -125,7 +160,7 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
     if (known) return known;
     const p = v.producer;
     if (REMATERIALIZABLE.has(p.kind)) {
-      const copy = graphs[k]!.insertOp(p.def, [], p.attrs, { loc: p.loc, scope: p.scope, annotations: { ...p.annotations, ...place(k) }, names: p.results.map((r) => r.name) }, p.results.map((r) => r.type));
+      const copy = graphs[k]!.insertOp(p.def, [], p.attrs, { loc: p.loc, scope: p.scope, annotations: { ...p.annotations, ...place(k, reader) }, names: p.results.map((r) => r.name) }, p.results.map((r) => r.type));
       maps[k]!.set(v, copy.result);
       return copy.result;
     }
@@ -134,31 +169,33 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
       ds.push(error(`a value flows from pipeline stage ${f} (${p.kind}) back to stage ${k} (${reader.kind})`, reader.loc, [`it is made at ${formatLocation(p.loc)}`]));
       return maps[f]!.get(v)!;
     }
+    const fromIpu = place(f, p).ipu;
+    const toIpu = place(k, reader).ipu;
     let out = outNames.get(v);
     if (out === undefined) {
       out = uniqueName(variables, `pipeline.${v.name ?? p.kind}.${v.id}`);
       outNames.set(v, out);
-      addVariable({ name: out, type: v.type, role: 'pipeline', init: ZEROS, ipu: ipus[f]! });
-      graphs[f]!.addOp('assign', [maps[f]!.get(v)!], { name: out }, { loc: p.loc, scope: p.scope, annotations: place(f) });
+      addVariable({ name: out, type: v.type, role: 'pipeline', init: ZEROS, ipu: fromIpu });
+      graphs[f]!.addOp('assign', [maps[f]!.get(v)!], { name: out }, { loc: p.loc, scope: p.scope, annotations: place(f, p) });
     }
     const inName = `${out}.to${k}`;
-    addVariable({ name: inName, type: v.type, role: 'pipeline', init: ZEROS, ipu: ipus[k]! });
-    const read = graphs[k]!.addOp('variable', [], { name: inName, dtype: v.type.dtype, shape: [...v.type.shape], init: ZEROS, role: 'pipeline' }, { loc: p.loc, scope: p.scope, annotations: place(k), names: [v.name] });
+    addVariable({ name: inName, type: v.type, role: 'pipeline', init: ZEROS, ipu: toIpu });
+    const read = graphs[k]!.addOp('variable', [], { name: inName, dtype: v.type.dtype, shape: [...v.type.shape], init: ZEROS, role: 'pipeline' }, { loc: p.loc, scope: p.scope, annotations: place(k, reader), names: [v.name] });
     maps[k]!.set(v, read.result);
-    const depth = k - f;
+    const depth = inFlight(cycles, f, k);
     const bytes = v.type.shape.reduce((n, d) => n * d, 1) * bytesOf(v.type.dtype);
     if (depth === 1) {
       push(copies, f, { from: out, to: inName });
-      transfers.push({ from: f, to: k, depth, bytes, ipu: ipus[f]! });
+      transfers.push({ from: f, to: k, depth, bytes, ipu: fromIpu, source: out, target: inName });
     } else {
       const ring = `${inName}.ring`;
       const c = ringCounters(ring);
-      addVariable({ name: ring, type: { dtype: v.type.dtype, shape: [depth, ...v.type.shape] }, role: 'pipeline', init: ZEROS, ipu: ipus[f]! });
-      addVariable({ name: c.head, type: { dtype: 'uint32', shape: [] }, role: 'pipeline', init: ZEROS, ipu: ipus[f]! });
-      addVariable({ name: c.tail, type: { dtype: 'uint32', shape: [] }, role: 'pipeline', init: ZEROS, ipu: ipus[f]! });
+      addVariable({ name: ring, type: { dtype: v.type.dtype, shape: [depth, ...v.type.shape] }, role: 'pipeline', init: ZEROS, ipu: fromIpu });
+      addVariable({ name: c.head, type: { dtype: 'uint32', shape: [] }, role: 'pipeline', init: ZEROS, ipu: fromIpu });
+      addVariable({ name: c.tail, type: { dtype: 'uint32', shape: [] }, role: 'pipeline', init: ZEROS, ipu: fromIpu });
       push(stashes, f, { from: out, to: ring });
       push(restores, k, { from: ring, to: inName });
-      transfers.push({ from: f, to: k, depth, bytes: bytes * depth, ipu: ipus[f]!, ring });
+      transfers.push({ from: f, to: k, depth, bytes: bytes * depth, ipu: fromIpu, source: out, target: inName, ring });
     }
     return read.result;
   };
@@ -167,7 +204,7 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
     const k = stage.get(op)!;
     if (REMATERIALIZABLE.has(op.kind) && !op.results.some((r) => r.uses.some((u) => stage.get(u.op) === k))) continue;
     const operands = op.operands.map((v) => valueIn(v, k, op));
-    const copy = graphs[k]!.insertOp(op.def, operands, op.attrs, { loc: op.loc, scope: op.scope, annotations: { ...op.annotations, ...place(k) }, names: op.results.map((r) => r.name) }, op.results.map((r) => r.type));
+    const copy = graphs[k]!.insertOp(op.def, operands, op.attrs, { loc: op.loc, scope: op.scope, annotations: { ...op.annotations, ...place(k, op) }, names: op.results.map((r) => r.name) }, op.results.map((r) => r.type));
     op.results.forEach((r, i) => maps[k]!.set(r, copy.results[i]!));
     if (op.kind === 'input') push(inputs, k, op.attrs['name'] as string);
   }
@@ -178,14 +215,6 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
   }
   if (ds.length) throw new DiagnosticError(ds);
 
-  // the schedule: cycle c runs stage k on micro-batch c − k
-  const G = microBatches;
-  const cycles: PipelineCycle[] = [];
-  for (let c = 0; c < G + S - 1; c++) {
-    const active: { stage: number; microBatch: number }[] = [];
-    for (let k = 0; k < S; k++) if (k <= c && c < k + G) active.push({ stage: k, microBatch: c - k });
-    cycles.push({ cycle: c, phase: c < S - 1 ? 'fill' : c < G ? 'main' : 'flush', stages: active });
-  }
   const body = (active: readonly number[]): ProgramNode => {
     const nodes: ProgramNode[] = [];
     const pops = active.flatMap((k) => restores.get(k) ?? []);
@@ -201,26 +230,61 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
     if (moves.length) nodes.push(copyVariables(moves));
     return seq(...nodes);
   };
-  const schedule: ProgramNode[] = [];
-  for (let i = 0; i < cycles.length; ) {
-    const key = cycles[i]!.stages.map((s) => s.stage).join(',');
-    let j = i + 1;
-    while (j < cycles.length && cycles[j]!.stages.map((s) => s.stage).join(',') === key) j++;
-    const b = body(cycles[i]!.stages.map((s) => s.stage));
-    schedule.push(j - i === 1 ? b : repeat(j - i, b));
-    i = j;
+  const nodes: ProgramNode[] = [];
+  if (schedule === 'sequential') {
+    // the same S one-stage cycles for every micro-batch
+    nodes.push(repeat(G, seq(...cycles.slice(0, S).map((c) => body(c.stages.map((x) => x.stage))))));
+  } else {
+    for (let i = 0; i < cycles.length; ) {
+      const key = cycles[i]!.stages.map((x) => x.stage).join(',');
+      let j = i + 1;
+      while (j < cycles.length && cycles[j]!.stages.map((x) => x.stage).join(',') === key) j++;
+      const b = body(cycles[i]!.stages.map((x) => x.stage));
+      nodes.push(j - i === 1 ? b : repeat(j - i, b));
+      i = j;
+    }
   }
-  const program = replaceLoop(m.program, name, seq(...schedule));
+  const program = replaceLoop(m.program, name, seq(...nodes));
   const newGraphs = new Map<string, Graph>();
   for (const [n, x] of m.graphs) {
     if (n !== name) newGraphs.set(n, x);
     else for (const s of graphs) newGraphs.set(s.name, s);
   }
   const stages = ipus.map((ipu, index) => ({ index, ipu, kind: kinds[index]!, graph: graphs[index]!.name }));
-  return { module: { ...m, graphs: newGraphs, program, variables }, info: { stages, microBatches: G, cycles, transfers } };
+  return { module: { ...m, graphs: newGraphs, program, variables }, info: { stages, microBatches: G, cycles, transfers, schedule } };
 }
 
 const ZEROS = { kind: 'init', fn: 'zeros', args: {} } as const;
+
+/** The cycles of one run of the loop over S stages and G micro-batches. */
+function layCycles(S: number, G: number, schedule: LoopSchedule): PipelineCycle[] {
+  const cycles: PipelineCycle[] = [];
+  if (schedule === 'sequential') {
+    for (let mb = 0; mb < G; mb++) for (let k = 0; k < S; k++) cycles.push({ cycle: cycles.length, phase: 'main', stages: [{ stage: k, microBatch: mb }] });
+    return cycles;
+  }
+  for (let c = 0; c < G + S - 1; c++) {
+    const active: { stage: number; microBatch: number }[] = [];
+    for (let k = 0; k < S; k++) if (k <= c && c < k + G) active.push({ stage: k, microBatch: c - k });
+    cycles.push({ cycle: c, phase: c < S - 1 ? 'fill' : c < G ? 'main' : 'flush', stages: active });
+  }
+  return cycles;
+}
+
+/**
+ * The most micro-batches of a value from stage f to stage k held at once: pushed at the end of
+ * f's cycles, popped at the start of k's. The depth of its ring buffer (1: a plain copy).
+ */
+function inFlight(cycles: readonly PipelineCycle[], f: number, k: number): number {
+  let n = 0;
+  let most = 1;
+  for (const c of cycles) {
+    if (c.stages.some((x) => x.stage === k)) n--;
+    if (c.stages.some((x) => x.stage === f)) n++;
+    most = Math.max(most, n);
+  }
+  return most;
+}
 
 function bytesOf(dtype: string): number {
   return dtype === 'float16' ? 2 : dtype === 'bool' ? 1 : 4;

@@ -9,6 +9,10 @@ export interface StageSpec {
 
 export type ExecutionKind = 'pipelined' | 'sharded' | 'serial_phased' | 'parallel_phased';
 
+export type Liveness = 'always_live' | 'off_chip_after_fwd' | 'off_chip_after_fwd_no_overlap' | 'off_chip_after_each_phase';
+
+export const isPhased = (spec: ExecutionSpec): boolean => spec.kind === 'serial_phased' || spec.kind === 'parallel_phased';
+
 /** How blocks become stages on IPUs (PopTorch's execution strategies, as plain data). */
 export interface ExecutionSpec {
   readonly kind: ExecutionKind;
@@ -18,6 +22,12 @@ export interface ExecutionSpec {
   readonly stages: readonly StageSpec[];
   /** With automatic staging: IPUs given to blocks by the strategy (`strategy.stage("B").ipu(1)`). */
   readonly blockIpus?: Readonly<Record<string, number>>;
+  /** Execution phases (phased strategies): each phase's stages run together, each on its IPU. */
+  readonly phases?: readonly { readonly stages: readonly StageSpec[] }[];
+  /** The backward pass gets phases of its own (useSeparateBackwardPhase). */
+  readonly separateBackwardPhase?: boolean;
+  /** Where tensors live between phases (PopTorch's Liveness). */
+  readonly liveness?: Liveness;
   /** The strategy as the user wrote it, for diagnostics (`PipelinedExecution("A", "B")`). */
   readonly describe: string;
 }
@@ -63,8 +73,10 @@ const describeBlock = (b: string | undefined) => (b === undefined ? 'an unnamed 
 export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION): Placement {
   const ops = g.ops;
   const placed = ops.some((op) => op.annotations.block !== undefined || op.annotations.ipu !== undefined || op.annotations.stage !== undefined);
-  if (!placed && spec.stages.length === 0) return single(ops.length);
-  const strict = spec.kind === 'pipelined';
+  if (!placed && spec.stages.length === 0 && !spec.phases?.length) return single(ops.length);
+  // pipelines and phases run stages (phases) in order: values flow forward only; a pipeline stage runs on one IPU
+  const strict = spec.kind === 'pipelined' || isPhased(spec);
+  const oneIpu = spec.kind === 'pipelined';
   const ds: Diagnostic[] = [];
   const once = new Set<string>();
   const fail = (key: string, d: Diagnostic) => {
@@ -73,10 +85,18 @@ export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION): 
     ds.push(d);
   };
 
-  const listed = new Map<string, { index: number; ipu: number | undefined }>();
+  const listed = new Map<string, { index: number; ipu: number | undefined; explicit: boolean }>();
   spec.stages.forEach((s, index) => {
-    for (const b of s.blocks) listed.set(b, { index, ipu: s.ipu });
+    for (const b of s.blocks) listed.set(b, { index, ipu: s.ipu, explicit: s.ipu !== undefined });
   });
+  // a phase is a "stage" here; its own stages give the IPUs (ParallelPhased: even phases on even IPUs)
+  spec.phases?.forEach((ph, index) => {
+    ph.stages.forEach((s, i) => {
+      const ipu = s.ipu ?? (spec.kind === 'parallel_phased' ? 2 * i + (index % 2) : i);
+      for (const b of s.blocks) listed.set(b, { index, ipu, explicit: s.ipu !== undefined });
+    });
+  });
+  const hasList = listed.size > 0;
   // the stage key of each op placed by a block or annotation (keys are made dense below)
   const key = new Map<Op, number>();
   const declaredIpu = new Map<Op, number>();
@@ -84,7 +104,7 @@ export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION): 
   for (const op of ops) {
     const a = op.annotations;
     const b = a.block;
-    if (spec.stages.length > 0 && b !== undefined) {
+    if (hasList && b !== undefined) {
       const s = listed.get(b);
       if (!s) {
         fail(`none:${b}`, error(`${describeBlock(b)} is in no stage of ${spec.describe}`, op.loc, [`add "${b}" to one of the strategy's stages, or remove the block`]));
@@ -93,7 +113,7 @@ export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION): 
       if (a.stage !== undefined && a.stage !== s.index) {
         fail(`stage:${b}`, error(`${describeBlock(b)} is declared as stage ${a.stage} but ${spec.describe} puts it in stage ${s.index}`, op.loc, ['remove the stage from the block, or list the stages to match it']));
       }
-      if (s.ipu !== undefined && a.ipu !== undefined && s.ipu !== a.ipu) {
+      if (s.explicit && a.ipu !== undefined && s.ipu !== a.ipu) {
         fail(`ipu:${b}`, error(`${describeBlock(b)} is declared on IPU ${a.ipu} but its stage (stage ${s.index} of ${spec.describe}) is placed on IPU ${s.ipu}`, op.loc, ['give the block and its stage the same IPU, or drop one of them']));
       }
       key.set(op, s.index);
@@ -146,7 +166,7 @@ export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION): 
     const s = stage.get(op)!;
     const known = stageIpu.get(s);
     if (!known) stageIpu.set(s, { ipu, op });
-    else if (known.ipu !== ipu && strict) {
+    else if (known.ipu !== ipu && oneIpu) {
       fail(`stageipu:${s}`, error(`stage ${s} would run on two IPUs: ${describeOp(known.op)} is on IPU ${known.ipu} and ${describeOp(op)} on IPU ${ipu}`, op.loc, [
         `the other op: ${formatLocation(known.op.loc, LIBRARY_FRAMES)}`,
         'a stage runs on one IPU: put the blocks of different IPUs in different stages',
@@ -188,7 +208,7 @@ export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION): 
     st.ops++;
     const b = op.annotations.block;
     if (b !== undefined && !st.blocks.includes(b)) st.blocks.push(b);
-    setPlacement(op, s, strict ? st.ipu : (declaredIpu.get(op) ?? st.ipu));
+    setPlacement(op, s, oneIpu ? st.ipu : (declaredIpu.get(op) ?? st.ipu));
   }
   stages.forEach((s, i) => graph.setNode(String(i), s));
   return { stages, graph };

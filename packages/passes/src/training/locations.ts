@@ -283,6 +283,12 @@ function nodeUses(node: ProgramNode, graphs: ReadonlyMap<string, { reads: Set<st
     case 'reduce_scatter':
     case 'all_gather':
     case 'shard':
+    case 'copy':
+      return { reads: new Set(node.pairs.map((p) => p.from)), writes: new Set(node.pairs.map((p) => p.to)) };
+    // a push reads and writes its ring (the other rows stay); a pop reads its ring
+    case 'stash':
+      return { reads: new Set(node.pairs.flatMap((p) => [p.from, p.to])), writes: new Set(node.pairs.map((p) => p.to)) };
+    case 'restore':
       return { reads: new Set(node.pairs.map((p) => p.from)), writes: new Set(node.pairs.map((p) => p.to)) };
     default:
       return { reads: new Set(), writes: new Set() };
@@ -324,6 +330,32 @@ function placeCopies(node: ProgramNode, v: string, uses: (n: ProgramNode) => { r
   const first = at[0]!;
   const last = at[at.length - 1]!;
   return { ...node, body: [...node.body.slice(0, first), ...around(node.body.slice(first, last + 1)), ...node.body.slice(last + 1)] };
+}
+
+/**
+ * Moves variables off chip between every two uses: each program step that reads one loads it
+ * just before, each that writes one stores it just after (execution phases' Liveness: a tensor is
+ * on chip only while its phase runs).
+ */
+export function offChipAroundUses(m: Module, names: readonly string[]): Module {
+  if (names.length === 0) return m;
+  const variables = new Map(m.variables);
+  for (const n of names) {
+    const v = variables.get(n)!;
+    variables.set(n, { ...v, location: { ...v.location, offChip: true } });
+  }
+  const off = new Set(names);
+  const perGraph = new Map([...m.graphs].map(([name, g]) => [name, graphUses(g)]));
+  const wrap = (n: ProgramNode): ProgramNode => {
+    if (n.kind === 'sequence') return { ...n, body: n.body.map(wrap) };
+    if (n.kind === 'repeat') return { ...n, body: wrap(n.body) };
+    const u = nodeUses(n, perGraph);
+    const loads = [...u.reads].filter((v) => off.has(v));
+    const stores = [...u.writes].filter((v) => off.has(v));
+    if (!loads.length && !stores.length) return n;
+    return seq(...(loads.length ? [remoteLoad(loads)] : []), n, ...(stores.length ? [remoteStore(stores)] : []));
+  };
+  return { ...m, program: wrap(m.program), variables };
 }
 
 /** Adjacent loads (and adjacent stores) in a sequence become one node. */

@@ -34,9 +34,9 @@ import { OptimizerSpec } from './optimizer.js';
 import { emitOptimizerStep } from './update.js';
 import { placementOf } from './placement.js';
 import { splitUpdatePass } from './split-update.js';
-import { DEFAULT_EXECUTION, ExecutionSpec, Placement, placeStages } from '../placement.js';
+import { DEFAULT_EXECUTION, ExecutionSpec, Placement, isPhased, placeStages } from '../placement.js';
 import { PipelineInfo, PipelineStageKind, markBackwardStages, pipelineLoop } from '../pipeline.js';
-import { ShardedUpdate, TensorLocations, annotateSharding, inferenceShardingWarnings, placeOffChip, planSharding, shardNames, shardingNodes } from './locations.js';
+import { ShardedUpdate, TensorLocations, annotateSharding, offChipAroundUses, inferenceShardingWarnings, placeOffChip, planSharding, shardNames, shardingNodes } from './locations.js';
 
 export type ReductionType = 'mean' | 'sum';
 export type MeanReductionStrategy = 'running' | 'post' | 'postandloss';
@@ -121,8 +121,8 @@ export interface TrainingState {
   /** Trained weights whose update runs on replica shards (replicated tensor sharding). */
   sharding?: ReadonlyMap<string, ShardedUpdate>;
   placement?: Placement;
-  /** Whether the micro-batch loop is pipelined (set by placement). */
-  pipelined?: boolean;
+  /** Whether the micro-batch loop is pipelined or phased (set by placement). */
+  loop?: LoopKind;
   pipeline?: PipelineInfo;
   module?: Module;
 }
@@ -147,37 +147,48 @@ export const TRAINING_UNIT: UnitKind<TrainingState> = {
 export const placementPass = definePass<TrainingState>('placement', 'place blocks on stages and IPUs', (s, ctx) => {
   const spec = s.settings.execution ?? DEFAULT_EXECUTION;
   s.placement = placeStages(s.step, spec);
-  s.pipelined = decidePipelining(spec, s.placement, s.settings.gradientAccumulation, 'training', ctx.diagnostics);
+  s.loop = decideLoop(spec, s.placement, s.settings.gradientAccumulation, 'training', ctx.diagnostics);
 });
 
-/** pipeline-stages: the backward of forward stage s runs in pipeline stage 2P−2−s. */
+/** pipeline-stages: the backward of forward stage (phase) s runs in stage 2P−2−s (2P−1−s with a separate backward phase). */
 export const pipelineStagesPass = definePass<TrainingState>('pipeline-stages', 'number the backward pipeline stages', (s) => {
-  if (s.pipelined && s.forward) markBackwardStages(s.step, s.forward, s.placement!.stages.length);
+  if (s.loop && s.forward) markBackwardStages(s.step, s.forward, s.placement!.stages.length, separateBackward(s));
 });
 
-/** pipeline: the micro-batch loop becomes ramp-up, main and ramp-down cycles over one graph per pipeline stage. */
-export const pipelinePass = definePass<TrainingState>('pipeline', 'split the step into pipeline stages and schedule them', (s) => {
-  if (!s.pipelined) return;
+const separateBackward = (s: TrainingState) => s.loop === 'phased' && (s.settings.execution?.separateBackwardPhase ?? false);
+
+/**
+ * pipeline: the micro-batch loop becomes ramp-up, main and ramp-down cycles over one graph per
+ * pipeline stage; or, with execution phases, the phases one after another for each micro-batch,
+ * with tensors off chip between phases as Liveness says.
+ */
+export const pipelinePass = definePass<TrainingState>('pipeline', 'split the step into pipeline stages (or phases) and schedule them', (s, ctx) => {
+  if (!s.loop) return;
   const fwd = s.placement!.stages;
   const P = fwd.length;
-  const ipus = Array.from({ length: 2 * P - 1 }, (_, k) => fwd[k < P ? k : 2 * P - 2 - k]!.ipu);
-  const kinds = ipus.map((_, k): PipelineStageKind => (k < P - 1 ? 'forward' : k === P - 1 ? 'forward_backward' : 'backward'));
-  const r = pipelineLoop(s.module!, 'step', s.settings.gradientAccumulation, ipus, kinds);
-  s.module = r.module;
+  const last = separateBackward(s) ? 2 * P - 1 : 2 * P - 2;
+  const ipus = Array.from({ length: last + 1 }, (_, k) => fwd[k < P ? k : last - k]!.ipu);
+  const kinds = ipus.map((_, k): PipelineStageKind => (k < P - 1 || (k === P - 1 && last === 2 * P - 1) ? 'forward' : k === P - 1 ? 'forward_backward' : 'backward'));
+  const phased = s.loop === 'phased';
+  const r = pipelineLoop(s.module!, 'step', s.settings.gradientAccumulation, ipus, kinds, phased ? { schedule: 'sequential', keepOpIpus: true } : {});
+  s.module = phased ? applyLiveness(r.module, r.info, s.settings.execution!, P, 'training', ctx.diagnostics) : r.module;
   s.pipeline = r.info;
 });
 
+export type LoopKind = 'pipelined' | 'phased';
+
 /**
- * Whether a loop of `microBatches` micro-batches is pipelined: PipelinedExecution with more than
- * one stage and more than one micro-batch. Says once when the strategy cannot take effect.
+ * How the loop of `microBatches` micro-batches runs: pipelined (PipelinedExecution with more than
+ * one stage and more than one micro-batch), phased (a phased strategy with more than one phase),
+ * or as it is. Says once when the strategy cannot take effect.
  */
-export function decidePipelining(spec: ExecutionSpec, placement: Placement, microBatches: number, kind: 'training' | 'inference', diagnostics: Diagnostic[]): boolean {
+export function decideLoop(spec: ExecutionSpec, placement: Placement, microBatches: number, kind: 'training' | 'inference', diagnostics: Diagnostic[]): LoopKind | undefined {
   const P = placement.stages.length;
-  if (spec.kind === 'serial_phased' || spec.kind === 'parallel_phased') {
-    diagnostics.push(warning(`${spec.describe}: execution phases are not implemented; the phases run one after another as sharded stages, with weights and activations kept on chip`, undefined, ['use ShardedExecution or PipelinedExecution with the same blocks']));
-    return false;
+  if (isPhased(spec)) {
+    if (P < 2) diagnostics.push(warning(`${spec.describe}: the model has a single phase; it runs without phases`));
+    return P < 2 ? undefined : 'phased';
   }
-  if (spec.kind !== 'pipelined' || P < 2) return false;
+  if (spec.kind !== 'pipelined' || P < 2) return undefined;
   // PopART's rule: one micro-batch in flight per pipeline stage (2P − 1 stages when training)
   const needed = kind === 'training' ? 2 * P - 1 : P;
   if (microBatches > 1 && microBatches < needed) {
@@ -186,10 +197,28 @@ export function decidePipelining(spec: ExecutionSpec, placement: Placement, micr
   }
   if (microBatches < 2) {
     const what = kind === 'training' ? 'Training.gradientAccumulation' : 'deviceIterations';
-    diagnostics.push(warning(`${spec.describe}: with one micro-batch per ${kind === 'training' ? 'weight update' : 'run'} there is nothing to pipeline; the ${P} stages run one after another, as ShardedExecution`, undefined, [`set ${what}(n) with n ≥ ${kind === 'training' ? 2 * P - 1 : P} to keep every stage busy`]));
-    return false;
+    diagnostics.push(warning(`${spec.describe}: with one micro-batch per ${kind === 'training' ? 'weight update' : 'run'} there is nothing to pipeline; the ${P} stages run one after another, as ShardedExecution`, undefined, [`set ${what}(n) with n ≥ ${needed} to keep every stage busy`]));
+    return undefined;
   }
-  return true;
+  return 'pipelined';
+}
+
+/**
+ * Liveness of a phased loop: OffChipAfterFwd (and NoOverlap, the same here: loads never overlap
+ * compute) keeps the activations a backward phase reads off chip from the end of their forward
+ * phase; OffChipAfterEachPhase keeps every value passed between phases and every weight off chip
+ * except while a phase uses it.
+ */
+function applyLiveness(m: Module, info: PipelineInfo, spec: ExecutionSpec, P: number, kind: 'training' | 'inference', diagnostics: Diagnostic[]): Module {
+  const l = spec.liveness ?? 'always_live';
+  if (l === 'always_live') return m;
+  if (l !== 'off_chip_after_each_phase' && kind === 'inference') {
+    diagnostics.push(warning(`${spec.describe}: Liveness.${l === 'off_chip_after_fwd' ? 'OffChipAfterFwd' : 'OffChipAfterFwdNoOverlap'} has no effect on an inference model: it has no backward pass`));
+    return m;
+  }
+  const names = info.transfers.filter((t) => l === 'off_chip_after_each_phase' || (t.from < P && t.to >= P)).map((t) => t.target);
+  if (l === 'off_chip_after_each_phase') for (const v of m.variables.values()) if (v.role === 'weight') names.push(v.name);
+  return offChipAroundUses(m, names);
 }
 
 /** autograd: differentiate the final loss with respect to every parameter (seeded with loss_scaling). */
@@ -473,7 +502,7 @@ export function buildInferenceModule(forward: Graph, settings: StepSettings, dia
   const placed = cloneGraph(forward, 'forward').graph;
   const spec = settings.execution ?? DEFAULT_EXECUTION;
   out.placement = placeStages(placed, spec);
-  const pipelined = decidePipelining(spec, out.placement, settings.deviceIterations, 'inference', diagnostics);
+  const loop = decideLoop(spec, out.placement, settings.deviceIterations, 'inference', diagnostics);
   const g = decomposeGraph(serializeMatMuls(placed, diagnostics).graph);
   const inputs = g.inputs().map((o) => o.attrs['name'] as string);
   const graphs = new Map([['forward', g]]);
@@ -481,10 +510,10 @@ export function buildInferenceModule(forward: Graph, settings: StepSettings, dia
   applyGrouping(variables, settings, settings.replicationFactor);
   inferenceShardingWarnings(settings.tensorLocations, diagnostics);
   let m: Module = { name: forward.name, graphs, program: repeat(settings.deviceIterations, seq(streamIn(inputs), execute('forward'))), replicationFactor: settings.replicationFactor, variables };
-  if (pipelined) {
+  if (loop) {
     const stages = out.placement.stages;
-    const r = pipelineLoop(m, 'forward', settings.deviceIterations, stages.map((s) => s.ipu), stages.map(() => 'forward'));
-    m = r.module;
+    const r = pipelineLoop(m, 'forward', settings.deviceIterations, stages.map((s) => s.ipu), stages.map(() => 'forward'), loop === 'phased' ? { schedule: 'sequential', keepOpIpus: true } : {});
+    m = loop === 'phased' ? applyLiveness(r.module, r.info, spec, stages.length, 'inference', diagnostics) : r.module;
     out.pipeline = r.info;
   }
   return placeOffChip(m, settings.tensorLocations, diagnostics);

@@ -120,10 +120,14 @@ export function executionSpecFrom(st: ExecutionStrategy): ExecutionSpec {
     };
   }
   const phased = st as PhasedExecution;
+  const liveness = ({ AlwaysLive: 'always_live', OffChipAfterFwd: 'off_chip_after_fwd', OffChipAfterFwdNoOverlap: 'off_chip_after_fwd_no_overlap', OffChipAfterEachPhase: 'off_chip_after_each_phase' } as const)[phased.tensors_liveness];
   return {
     kind: phased.type === 'SerialPhasedExecution' ? 'serial_phased' : 'parallel_phased',
     autoStage: 'same_as_ipu',
-    stages: phased.phases.flatMap((p) => p.stages.map(stageSpec)),
+    stages: [],
+    phases: phased.phases.map((p) => ({ stages: p.stages.map(stageSpec) })),
+    separateBackwardPhase: phased.separate_backward_phase,
+    liveness,
     describe: phased.describe(),
   };
 }
