@@ -133,6 +133,7 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
   for (const op of order) if (op.annotations.stage !== undefined) stage.set(op, Math.min(op.annotations.stage, S - 1));
   inheritStages(order, stage, 0);
   checkState(order, stage);
+  const invariant = loopInvariant(order);
 
   const graphs = Array.from({ length: S }, (_, k) => new Graph(`stage${k}`));
   const maps = graphs.map(() => new Map<Value, Value>());
@@ -159,10 +160,12 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
     const known = maps[k]!.get(v);
     if (known) return known;
     const p = v.producer;
-    if (REMATERIALIZABLE.has(p.kind)) {
-      const copy = graphs[k]!.insertOp(p.def, [], p.attrs, { loc: p.loc, scope: p.scope, annotations: { ...p.annotations, ...place(k, reader) }, names: p.results.map((r) => r.name) }, p.results.map((r) => r.type));
-      maps[k]!.set(v, copy.result);
-      return copy.result;
+    if (invariant.has(p)) {
+      // the same for every micro-batch (weights and what is made from them alone): made again here, never stashed
+      const operands = p.operands.map((x) => valueIn(x, k, reader));
+      const copy = graphs[k]!.insertOp(p.def, operands, p.attrs, { loc: p.loc, scope: p.scope, annotations: { ...p.annotations, ...place(k, reader) }, names: p.results.map((r) => r.name) }, p.results.map((r) => r.type));
+      p.results.forEach((r, i) => maps[k]!.set(r, copy.results[i]!));
+      return maps[k]!.get(v)!;
     }
     const f = stage.get(p)!;
     if (f > k) {
@@ -202,7 +205,7 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
 
   for (const op of order) {
     const k = stage.get(op)!;
-    if (REMATERIALIZABLE.has(op.kind) && !op.results.some((r) => r.uses.some((u) => stage.get(u.op) === k))) continue;
+    if (invariant.has(op) && !op.results.some((r) => r.uses.some((u) => stage.get(u.op) === k))) continue;
     const operands = op.operands.map((v) => valueIn(v, k, op));
     const copy = graphs[k]!.insertOp(op.def, operands, op.attrs, { loc: op.loc, scope: op.scope, annotations: { ...op.annotations, ...place(k, op) }, names: op.results.map((r) => r.name) }, op.results.map((r) => r.type));
     op.results.forEach((r, i) => maps[k]!.set(r, copy.results[i]!));
@@ -210,7 +213,7 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
   }
   for (const o of g.outputs) {
     const p = o.value.producer;
-    const k = REMATERIALIZABLE.has(p.kind) ? 0 : stage.get(p)!;
+    const k = invariant.has(p) ? 0 : stage.get(p)!;
     graphs[k]!.addOutput(o.name, valueIn(o.value, k, p));
   }
   if (ds.length) throw new DiagnosticError(ds);
@@ -255,6 +258,26 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
 }
 
 const ZEROS = { kind: 'init', fn: 'zeros', args: {} } as const;
+
+/**
+ * Ops whose value is the same for every micro-batch: reads of state the loop never writes, constants,
+ * and deterministic ops of those alone (a weight's transpose or cast). A stage that needs one makes
+ * it again rather than receiving it through a stash.
+ */
+function loopInvariant(order: readonly Op[]): Set<Op> {
+  const written = new Set<string>();
+  for (const op of order) if (op.kind === 'assign') written.add(op.attrs['name'] as string);
+  const out = new Set<Op>();
+  for (const op of order) {
+    if (REMATERIALIZABLE.has(op.kind)) {
+      if (op.kind === 'constant' || !written.has(op.attrs['name'] as string)) out.add(op);
+      continue;
+    }
+    if (op.kind === 'assign' || op.kind === 'input' || op.def.family === 'random' || op.operands.length === 0 || op.results.length === 0) continue;
+    if (op.operands.every((v) => out.has(v.producer))) out.add(op);
+  }
+  return out;
+}
 
 /** The cycles of one run of the loop over S stages and G micro-batches. */
 function layCycles(S: number, G: number, schedule: LoopSchedule): PipelineCycle[] {

@@ -1,5 +1,5 @@
 import { Graph as StageGraph } from '@dagrejs/graphlib';
-import { Annotations, Diagnostic, DiagnosticError, Graph, Op, error, formatLocation } from '@tilegraph/ir';
+import { Annotations, Diagnostic, DiagnosticError, Graph, Op, error, formatLocation, warning } from '@tilegraph/ir';
 
 /** One stage of an execution strategy: the blocks it runs and, if set, its IPU (PopTorch's Stage). */
 export interface StageSpec {
@@ -66,11 +66,12 @@ const describeBlock = (b: string | undefined) => (b === undefined ? 'an unnamed 
  * annotations (the model language, PopART's `__pipeline_stage`) are kept. Ops outside blocks
  * join the stage of what they read (state reads and constants: of their first user). Values may
  * flow only to the same or a later stage, and each stage runs on one IPU: under
- * PipelinedExecution violations are errors naming both ops (other strategies run the stages one
- * after another, so an op keeps the IPU it names and values may flow anywhere). Sets `stage` and
+ * PipelinedExecution and phases violations are errors naming both ops (sharded stages run one
+ * after another, so an op keeps the IPU it names, values may flow anywhere, and a block without an
+ * IPU is a warning in `warnings`). Sets `stage` and
  * `ipu` on every op; a model without any placement is left as it is (one stage on IPU 0).
  */
-export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION): Placement {
+export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION, warnings: Diagnostic[] = []): Placement {
   const ops = g.ops;
   const placed = ops.some((op) => op.annotations.block !== undefined || op.annotations.ipu !== undefined || op.annotations.stage !== undefined);
   if (!placed && spec.stages.length === 0 && !spec.phases?.length) return single(ops.length);
@@ -140,7 +141,14 @@ export function placeStages(g: Graph, spec: ExecutionSpec = DEFAULT_EXECUTION): 
       if (!autoIds.has(b)) autoIds.set(b, autoIds.size);
       key.set(op, autoIds.get(b)!);
     } else if (a.ipu !== undefined) key.set(op, a.ipu);
-    else if (b !== undefined) {
+    else if (b !== undefined && !strict) {
+      // stages one after another: the block's ops just join the stage of what they read
+      if (!once.has(`noipu:${b}`)) {
+        once.add(`noipu:${b}`);
+        warnings.push(warning(`${describeBlock(b)} has no IPU: its ops run where the ops they read run (IPU 0 for the first)`, op.loc, ['give the block an IPU (block "name" ipu N, or ipu_id in the API)']));
+      }
+      continue;
+    } else if (b !== undefined) {
       fail(`noipu:${b}`, error(`${describeBlock(b)} has no IPU: under AutoStage.SameAsIpu each block runs on the stage of its IPU`, op.loc, [
         'give the block an IPU (block "name" ipu N, or ipu_id in the API)',
         'or list the stages: setExecutionStrategy(PipelinedExecution(Stage("a").ipu(0), ...)), or use AutoStage.AutoIncrement',

@@ -146,7 +146,7 @@ export const TRAINING_UNIT: UnitKind<TrainingState> = {
  */
 export const placementPass = definePass<TrainingState>('placement', 'place blocks on stages and IPUs', (s, ctx) => {
   const spec = s.settings.execution ?? DEFAULT_EXECUTION;
-  s.placement = placeStages(s.step, spec);
+  s.placement = placeStages(s.step, spec, ctx.diagnostics);
   s.loop = decideLoop(spec, s.placement, s.settings.gradientAccumulation, 'training', ctx.diagnostics);
 });
 
@@ -501,7 +501,7 @@ export function buildInferenceModule(forward: Graph, settings: StepSettings, dia
   }
   const placed = cloneGraph(forward, 'forward').graph;
   const spec = settings.execution ?? DEFAULT_EXECUTION;
-  out.placement = placeStages(placed, spec);
+  out.placement = placeStages(placed, spec, diagnostics);
   const loop = decideLoop(spec, out.placement, settings.deviceIterations, 'inference', diagnostics);
   const g = decomposeGraph(serializeMatMuls(placed, diagnostics).graph);
   const inputs = g.inputs().map((o) => o.attrs['name'] as string);

@@ -84,11 +84,13 @@ describe('compiled sessions match the ModuleInterpreter', () => {
     matchReference(t.module, 4, 2);
   });
 
-  test('a model sharded over 2 IPUs', () => {
+  test('a model sharded over 2 IPUs (inference pipelined over its 2 device iterations)', () => {
     const g = mlp(true);
     const inference = buildInferenceModule(g, { deviceIterations: 2, replicationFactor: 1, gradientAccumulation: 1, reduction: 'mean' });
+    expect([...inference.graphs.keys()]).toEqual(['stage0', 'stage1']);
     matchReference(inference, 2, 1, { rtol: 2e-5, atol: 1e-6 });
-    const t = buildTrainingModule(g, { deviceIterations: 1, replicationFactor: 1, gradientAccumulation: 2, reduction: 'mean' }, makeOptimizer('SGD', { lr: 0.1 }));
+    const sharded = { kind: 'sharded', autoStage: 'same_as_ipu', stages: [], describe: 'ShardedExecution()' } as const;
+    const t = buildTrainingModule(g, { deviceIterations: 1, replicationFactor: 1, gradientAccumulation: 2, reduction: 'mean', execution: sharded }, makeOptimizer('SGD', { lr: 0.1 }));
     expect(Math.max(...[...t.module.graphs.values()].flatMap((x) => x.ops.map((o) => o.annotations.ipu ?? 0)))).toBe(1);
     matchReference(t.module, 2, 2);
   });
