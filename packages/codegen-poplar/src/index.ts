@@ -5,3 +5,16 @@ export { DECOMPOSED_OPS, LOWERED_OPS } from './lower/index.js';
 export { GC200, formatBytes, linearMapping } from './memory.js';
 export type { IpuMemory, LiveTensor, MemoryReport } from './memory.js';
 export { cppComment, cppIdentifier, cppStringLiteral, safeFileName, shortHash, IdentifierTable } from './sanitize.js';
+export {
+  GC200_COST_MODEL,
+  ampCycles,
+  elementwiseCycles,
+  estimateGraphCycles,
+  estimateModuleCycles,
+  estimateOp,
+  estimatePipeline,
+  exchangeCycles,
+  executionCounts,
+  interIpuCycles,
+} from './estimate.js';
+export type { CostModel, EstimateOptions, GraphEstimate, OpEstimate, PipelineCycleEstimate, PipelineEstimate, PipelineSchedule } from './estimate.js';

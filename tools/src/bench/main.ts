@@ -1,6 +1,7 @@
 import { benchImport } from './import.js';
 import { benchIr } from './ir.js';
 import { benchMemory } from './memory.js';
+import { benchPipeline } from './pipeline.js';
 import { benchRun } from './run.js';
 
 /**
@@ -12,6 +13,7 @@ export const BENCHMARKS: Record<string, () => Promise<void>> = {
   import: benchImport,
   run: benchRun,
   memory: benchMemory,
+  pipeline: benchPipeline,
 };
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -1,16 +1,18 @@
 import { Command } from 'commander';
-import { IpuMemory, LiveTensor, MemoryReport, formatBytes, generatePoplar } from '@tilegraph/codegen-poplar';
+import { EstimateOptions, GC200_COST_MODEL, IpuMemory, LiveTensor, MemoryReport, estimatePipeline, formatBytes, generatePoplar } from '@tilegraph/codegen-poplar';
 import { compileOptionsFrom } from '@tilegraph/runtime';
-import { DiagnosticError } from '@tilegraph/ir';
+import { DiagnosticError, Module } from '@tilegraph/ir';
 import { stderrReporter } from '../diagnostics.js';
-import { formatTimings } from '@tilegraph/passes';
+import { PipelineInfo, PipelineStageKind, Placement, formatTimings } from '@tilegraph/passes';
 import { buildStep, registerStepFlags } from './step.js';
 
 /**
  * `tilegraph report`: the memory plan of the step the compile flags describe, per IPU — the
  * always-live bytes, the peak of the rest and where it is, the fullest tile and what is live on it
- * then — as a table or (--json) as one JSON document. Exits 1 when a tile does not fit (the table
- * is still printed, with Poplar's out-of-memory diagnostic on stderr).
+ * then — as a table or (--json) as one JSON document; with the forward stages' placement and,
+ * when the step is pipelined, its schedule with estimated cycles (see pipelineReport). Exits 1
+ * when a tile does not fit (the table is still printed, with Poplar's out-of-memory diagnostic on
+ * stderr).
  */
 export function registerReport(program: Command): void {
   const cmd = program.command('report').description('print the memory plan of a model: per IPU, always-live bytes, the peak, the fullest tile');
@@ -22,6 +24,7 @@ export function registerReport(program: Command): void {
     const { plan, memoryProblems } = generatePoplar(step.module, { ...compileOptionsFrom(step.options), allowOutOfMemory: true });
     const mem = plan.memory;
     const fits = memoryProblems.length === 0;
+    const sections = pipelineReport(step.module, step.placement, step.schedule, { ipus: mem.ipus });
     if (o['json']) {
       const doc = {
         model,
@@ -32,10 +35,11 @@ export function registerReport(program: Command): void {
         bytesPerTile: mem.bytesPerTile,
         fits,
         perIpu: mem.perIpu,
+        ...sections,
       };
       process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
     } else {
-      process.stdout.write(formatReport(model, step.pipeline, mem));
+      process.stdout.write(formatReport(model, step.pipeline, mem, sections.schedule));
     }
     if (!fits) throw new DiagnosticError(memoryProblems);
   });
@@ -80,7 +84,7 @@ function ipuLines(m: IpuMemory, mem: MemoryReport): string[] {
   return lines;
 }
 
-function formatReport(model: string, pipeline: string, mem: MemoryReport): string {
+function formatReport(model: string, pipeline: string, mem: MemoryReport, schedule?: ScheduleSection): string {
   const ipuBytes = mem.tilesPerIpu * mem.bytesPerTile;
   const head = [
     `memory plan of ${model} (${pipeline}) on ${mem.ipus} IPU${mem.ipus > 1 ? 's' : ''} of ${mem.tilesPerIpu} tiles × ${mem.bytesPerTile} bytes (${formatBytes(ipuBytes)} each)`,
@@ -98,6 +102,141 @@ function formatReport(model: string, pipeline: string, mem: MemoryReport): strin
       m.peakAt,
     ]),
   ];
-  const lines = [...head, ...table(rows, [true, true, true, true, true, true, false]), ...mem.perIpu.flatMap((m) => ipuLines(m, mem))];
+  const lines = [...head, ...table(rows, [true, true, true, true, true, true, false]), ...(schedule ? scheduleLines(schedule) : []), ...mem.perIpu.flatMap((m) => ipuLines(m, mem))];
   return `${lines.join('\n')}\n`;
+}
+
+/** The short pipeline section of the table output. */
+function scheduleLines(s: ScheduleSection): string[] {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const what = s.kind === 'pipelined' ? 'pipeline' : 'execution phases (one stage at a time)';
+  const lines = [
+    '',
+    `${what}: ${s.stages.length} stages over ${s.microBatches} micro-batches, ${s.cycles.length} cycles (cycles estimated for a GC200 at ${(s.clockHz / 1e9).toFixed(2)} GHz, not measured)`,
+    ...table(
+      [['stage', 'IPU', 'runs', 'estimated cycles'], ...s.stages.map((x) => [String(x.index), String(x.ipu), x.runs + (x.recompute ? ', recomputes' : ''), String(x.cycles)])],
+      [true, true, false, true],
+    ),
+    s.bubble.formula === null ? `IPUs idle: ${pct(s.bubble.estimate)} from the estimates` : `bubble: ${pct(s.bubble.formula)} by (p−1)/(m+p−1), ${pct(s.bubble.estimate)} from the estimates`,
+    `stash: ${s.stash.map((x) => `IPU ${x.ipu} ${formatBytes(x.bytes)}`).join(', ')}`,
+    `predicted: ${s.cyclesPerWeightUpdate} cycles per weight update (${(s.secondsPerWeightUpdate * 1e6).toFixed(1)} µs${s.samplesPerSecond !== undefined ? `, ${s.samplesPerSecond.toFixed(0)} samples/s` : ''})`,
+  ];
+  return lines;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Placement and pipeline schedule
+
+/** What a pipeline stage runs, as the report says it. */
+export type StageRuns = 'forward' | 'backward' | 'forward+backward';
+
+const RUNS: Readonly<Record<PipelineStageKind, StageRuns>> = { forward: 'forward', backward: 'backward', forward_backward: 'forward+backward' };
+
+export interface PlacementSection {
+  /** The forward stages, in order: their IPU, blocks and number of ops. */
+  readonly stages: readonly { readonly index: number; readonly ipu: number; readonly blocks: readonly string[]; readonly ops: number }[];
+}
+
+export interface ScheduleSection {
+  /** PopART's pipeline, or one stage at a time for each micro-batch (execution phases). */
+  readonly kind: 'pipelined' | 'sequential';
+  /** The pipeline stages with their graph's estimated cycles; `recompute` when the graph recomputes forward ops. */
+  readonly stages: readonly { readonly index: number; readonly ipu: number; readonly kind: PipelineStageKind; readonly runs: StageRuns; readonly graph: string; readonly cycles: number; readonly recompute: boolean }[];
+  readonly microBatches: number;
+  /** IPUs the estimate counts (the bubble is the idle share of all of them). */
+  readonly ipus: number;
+  /** Each cycle of one pipelined loop: its phase, estimated length, and the stages that run in it. */
+  readonly cycles: readonly {
+    readonly cycle: number;
+    readonly phase: 'fill' | 'main' | 'flush';
+    readonly cycles: number;
+    readonly stages: readonly { readonly stage: number; readonly ipu: number; readonly microBatch: number; readonly runs: StageRuns; readonly recompute?: true }[];
+  }[];
+  /** Bytes of the ring buffers (stashed activations) on each IPU, every IPU listed. */
+  readonly stash: readonly { readonly ipu: number; readonly bytes: number }[];
+  /** The values carried between stages (PipelineInfo.transfers). */
+  readonly transfers: PipelineInfo['transfers'];
+  /** formula: PopART's (p−1)/(m+p−1), null for a sequential schedule; estimate: the idle share of the IPUs from the estimates. */
+  readonly bubble: { readonly formula: number | null; readonly estimate: number };
+  /** Estimated cycles of the pipelined loop, of the rest of a weight update (the optimizer), and of both. */
+  readonly loopCycles: number;
+  readonly updateCycles: number;
+  readonly cyclesPerWeightUpdate: number;
+  readonly secondsPerWeightUpdate: number;
+  readonly clockHz: number;
+  /** The leading dimension of the first input: the micro-batch size, when the model has inputs. */
+  readonly microBatchSize?: number;
+  readonly samplesPerSecond?: number;
+}
+
+/** Whether a graph recomputes forward ops: ops whose scope path has a "recompute" segment. */
+export function recomputes(module: Module, graph: string): boolean {
+  const g = module.graphs.get(graph);
+  return !!g && g.ops.some((op) => op.scope.split('/').includes('recompute'));
+}
+
+/**
+ * The placement and (when pipelined) pipeline sections of `tilegraph report`, for the JSON
+ * document, the table, tests and the pipeline benchmark: the forward stages with their IPU,
+ * blocks and op count; the pipeline's stages with their estimated cycles (estimatePipeline, a
+ * GC200 cost model — estimates, not measurements), its cycles with the stages active in each
+ * (stage, IPU, micro-batch, what it runs, whether it recomputes), the stash bytes per IPU, the
+ * bubble by PopART's formula and from the estimates, and the cycles per weight update. Execution
+ * phases (a sequential schedule) get the same section, with no formula. `ipus`: the device's IPUs
+ * (default: the highest IPU the module uses, plus one).
+ */
+export function pipelineReport(module: Module, placement: Placement | undefined, schedule: PipelineInfo | undefined, opts: EstimateOptions & { ipus?: number } = {}): { placement?: PlacementSection; schedule?: ScheduleSection } {
+  const { ipus: given, ...costs } = opts;
+  const out: { placement?: PlacementSection; schedule?: ScheduleSection } = {};
+  if (placement) out.placement = { stages: placement.stages.map((s, index) => ({ index, ipu: s.ipu, blocks: [...s.blocks], ops: s.ops })) };
+  if (!schedule) return out;
+  const ipus = given ?? moduleIpus(module);
+  const microBatchSize = firstInputBatch(module, schedule);
+  const e = estimatePipeline(module, schedule, ipus, { ...costs, ...(microBatchSize !== undefined ? { microBatchSize } : {}) });
+  const recompute = schedule.stages.map((s) => recomputes(module, s.graph));
+  const stash = Array.from({ length: e.ipus }, (_, ipu) => ({ ipu, bytes: 0 }));
+  for (const t of schedule.transfers) if (t.depth > 1) stash[t.ipu]!.bytes += t.bytes;
+  out.schedule = {
+    kind: schedule.schedule ?? 'pipelined',
+    stages: schedule.stages.map((s, i) => ({ index: s.index, ipu: s.ipu, kind: s.kind, runs: RUNS[s.kind], graph: s.graph, cycles: e.stages[i]!.cycles, recompute: recompute[i]! })),
+    microBatches: schedule.microBatches,
+    ipus: e.ipus,
+    cycles: schedule.cycles.map((c, i) => ({
+      cycle: c.cycle,
+      phase: c.phase,
+      cycles: e.cycles[i]!.cycles,
+      stages: c.stages.map((a) => {
+        const s = schedule.stages[a.stage]!;
+        return { stage: a.stage, ipu: s.ipu, microBatch: a.microBatch, runs: RUNS[s.kind], ...(recompute[a.stage] ? { recompute: true as const } : {}) };
+      }),
+    })),
+    stash,
+    transfers: schedule.transfers,
+    bubble: e.bubble,
+    loopCycles: e.loopCycles,
+    updateCycles: e.updateCycles,
+    cyclesPerWeightUpdate: e.cyclesPerWeightUpdate,
+    secondsPerWeightUpdate: e.secondsPerWeightUpdate,
+    clockHz: costs.clockHz ?? GC200_COST_MODEL.clockHz,
+    ...(microBatchSize !== undefined ? { microBatchSize } : {}),
+    ...(e.samplesPerSecond !== undefined ? { samplesPerSecond: e.samplesPerSecond } : {}),
+  };
+  return out;
+}
+
+/** The IPUs a module uses: the highest IPU of its ops and variables, plus one. */
+function moduleIpus(m: Module): number {
+  let top = 0;
+  for (const g of m.graphs.values()) for (const op of g.ops) top = Math.max(top, op.annotations.ipu ?? 0);
+  for (const v of m.variables.values()) top = Math.max(top, v.ipu ?? 0);
+  return top + 1;
+}
+
+/** The leading dimension of the first input a pipeline stage streams in. */
+function firstInputBatch(m: Module, s: PipelineInfo): number | undefined {
+  for (const st of s.stages) {
+    const input = m.graphs.get(st.graph)?.inputs()[0];
+    if (input) return input.result.type.shape[0];
+  }
+  return undefined;
 }
