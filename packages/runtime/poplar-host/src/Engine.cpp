@@ -3,14 +3,17 @@
 // variable and of every vertex; replicas run on threads and meet at
 // collectives. A compute set runs as one BSP superstep: all its vertices
 // gather their inputs into private buffers, then compute, then their outputs
-// are scattered back.
+// are scattered back. On a multi-IPU replica, consecutive one-IPU children of
+// a Sequence run one thread per IPU (see ipusets.hpp).
 #include "internal.hpp"
+#include "ipusets.hpp"
 #include "liveness.hpp"
 
 #include <poplar/Engine.hpp>
 #include <poplar/exceptions.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -64,6 +67,7 @@ struct CompiledGraph {
   std::vector<std::shared_ptr<ProgramNode>> programs;
   std::vector<std::shared_ptr<ProgramNode>> functions;
   std::map<unsigned, ComputeSetPlan> computeSets; ///< those the programs execute
+  SequencePlans sequencePlans;                    ///< Sequences with children to run one thread per IPU
   std::vector<std::uint64_t> tileBytes;           ///< peak memory per tile (one replica)
   std::vector<std::uint64_t> alwaysLiveBytes;     ///< of which always live
   std::size_t numVertices = 0;
@@ -228,6 +232,7 @@ std::shared_ptr<CompiledGraph> compile(const poplar::Graph &graph, poplar::Array
     }
     if (usedComputeSets.count(cs)) cg->computeSets[cs] = std::move(plan);
   }
+  cg->sequencePlans = planIpuConcurrency(s, cg->programs);
 
   if (opts.get("debug.allowOutOfMemory", "false") != "true") {
     const std::uint64_t limit = s.target.getBytesPerTile();
@@ -311,6 +316,15 @@ struct StreamConnection {
   bool connected = false;
 };
 
+/// The thread's IPU lane while it runs one (see EngineRuntime::runLanes):
+/// prints are kept to be written in sequence order when the lanes join.
+struct Lane {
+  const void *engine = nullptr;
+  std::size_t child = 0; ///< index of the running child in its Sequence
+  std::vector<std::pair<std::size_t, std::string>> prints;
+};
+thread_local Lane *currentLane = nullptr;
+
 } // namespace
 
 // --- runtime -----------------------------------------------------------------------
@@ -333,6 +347,7 @@ public:
     }
     streams_.resize(cg_->streams.size());
     copyCount_.assign(r, std::vector<std::size_t>(cg_->streams.size(), 0));
+    lanePools_.resize(r);
   }
 
   const CompiledGraph &compiled() const { return *cg_; }
@@ -532,8 +547,9 @@ private:
     auto &insts = instances_.at(cs)[replica];
     // Vertices only write their own buffers until the scatter below, so
     // splitting gather+compute over threads keeps the BSP semantics; large
-    // compute sets of a single replica use the spare cores this way.
-    const unsigned threads = cg_->replicas == 1 ? computeThreads_ : 1;
+    // compute sets of a single replica use the spare cores this way (unless
+    // the IPUs already run on threads).
+    const unsigned threads = cg_->replicas == 1 && !currentLane ? computeThreads_ : 1;
     if (threads > 1 && insts.size() >= 2 && cg_->computeSets.at(cs).bufferBytes >= kParallelBytes) {
       const std::size_t n = insts.size(), chunks = std::min<std::size_t>(threads, n);
       std::vector<std::exception_ptr> errors(chunks);
@@ -647,6 +663,10 @@ private:
     };
     rec(0);
     os << '\n';
+    if (currentLane && currentLane->engine == this) {
+      currentLane->prints.emplace_back(currentLane->child, os.str());
+      return;
+    }
     std::lock_guard<std::mutex> lock(printMutex_);
     (*print_) << os.str() << std::flush;
   }
@@ -676,14 +696,68 @@ private:
     barrier_->wait();
   }
 
+  // --- IPUs on threads ------------------------------------------------------------
+  void sequence(const ProgramNode &n, unsigned replica) {
+    const SequencePlan *plan = nullptr;
+    if (ipuThreads_ && !currentLane) {
+      auto it = cg_->sequencePlans.find(&n);
+      // a Sequence extended after the engine was made runs as written
+      if (it != cg_->sequencePlans.end() && it->second.numChildren == n.children.size()) plan = &it->second;
+    }
+    std::size_t i = 0;
+    if (plan)
+      for (const auto &run : plan->runs) {
+        for (; i < run.begin; ++i) exec(*n.children[i], replica);
+        runLanes(n, run, replica);
+        i = run.end;
+      }
+    for (; i < n.children.size(); ++i) exec(*n.children[i], replica);
+  }
+
+  /// Runs each lane (one IPU's children) on its own thread. Lanes touch
+  /// disjoint IPUs, streams and remote buffers, so only prints need ordering.
+  /// A failure is reported as the sequential run would: the earliest child's.
+  void runLanes(const ProgramNode &seq, const ParallelRun &run, unsigned replica) {
+    const std::size_t k = run.lanes.size();
+    std::vector<Lane> lanes(k);
+    std::vector<std::exception_ptr> errors(seq.children.size());
+    std::atomic<std::size_t> firstFailure{SIZE_MAX};
+    auto work = [&](std::size_t l) {
+      Lane *outer = currentLane;
+      currentLane = &lanes[l];
+      lanes[l].engine = this;
+      for (std::size_t i : run.lanes[l]) {
+        if (i > firstFailure.load()) break; // the sequential run would have stopped before it
+        lanes[l].child = i;
+        try {
+          exec(*seq.children[i], replica);
+        } catch (...) {
+          errors[i] = std::current_exception();
+          for (auto f = firstFailure.load(); i < f && !firstFailure.compare_exchange_weak(f, i);) {}
+          break;
+        }
+      }
+      currentLane = outer;
+    };
+    if (!lanePools_[replica]) lanePools_[replica] = std::make_unique<TaskPool>(); // only this replica's thread uses it
+    lanePools_[replica]->run(k, work);
+    std::vector<std::pair<std::size_t, std::string>> prints;
+    for (auto &lane : lanes) prints.insert(prints.end(), lane.prints.begin(), lane.prints.end());
+    if (!prints.empty()) {
+      std::stable_sort(prints.begin(), prints.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+      std::lock_guard<std::mutex> lock(printMutex_);
+      for (const auto &p : prints) (*print_) << p.second;
+      (*print_) << std::flush;
+    }
+    if (firstFailure.load() != SIZE_MAX) std::rethrow_exception(errors[firstFailure.load()]);
+  }
+
   // --- the interpreter -----------------------------------------------------------
   bool predicate(const poplar::Tensor &t, unsigned replica) { return context(replica).read(t)[0] != 0.0; }
 
   void exec(const ProgramNode &n, unsigned replica) {
     switch (n.kind) {
-    case Kind::Sequence:
-      for (const auto &c : n.children) exec(*c, replica);
-      return;
+    case Kind::Sequence: sequence(n, replica); return;
     case Kind::Execute: execute(n.id, replica); return;
     case Kind::CopyTensor: {
       const auto &s = impl(n.src), &d = impl(n.dst);
@@ -745,6 +819,9 @@ private:
   /// Threads for one compute set of a single replica: the cores, at most 4,
   /// or POPLAR_HOST_THREADS (1 turns it off).
   unsigned computeThreads_ = defaultComputeThreads();
+  /// One thread per IPU for the parallel runs of Sequences (see ipusets.hpp).
+  bool ipuThreads_ = ipuThreadsEnabled();
+  std::vector<std::unique_ptr<TaskPool>> lanePools_; ///< [replica], made at a replica's first parallel run
   /// Below this much field data a compute set runs on one thread (starting
   /// threads costs more than it saves).
   static constexpr std::size_t kParallelBytes = 1 << 20;

@@ -228,7 +228,8 @@ private:
   std::vector<std::uint8_t> &storage(unsigned replica, unsigned buffer);
   const GraphState *graph_ = nullptr;
   std::vector<RemoteBufferInfo> buffers_;                    ///< as when loaded
-  std::vector<std::vector<std::vector<std::uint8_t>>> data_; ///< [replica][buffer], allocated on first write
+  /// [replica][buffer], allocated on first use; IPU threads never share a buffer (see ipusets.hpp)
+  std::vector<std::vector<std::vector<std::uint8_t>>> data_;
 };
 
 class EngineRuntime;
