@@ -1,9 +1,88 @@
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { DiagnosticError, error } from '@tilegraph/ir';
+import { UsageError } from './diagnostics.js';
 
-/** Writes a file atomically: a temporary file in the same folder, then a rename, so readers never see half a file. */
-export function writeAtomic(file: string, text: string): void {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
-  fs.writeFileSync(tmp, text);
-  fs.renameSync(tmp, file);
+/** The real path of `p`, following links, or of its nearest existing parent joined with the rest. */
+function resolved(p: string): string {
+  const abs = path.resolve(p);
+  try {
+    return fs.realpathSync(abs);
+  } catch {
+    const parent = path.dirname(abs);
+    return parent === abs ? abs : path.join(resolved(parent), path.basename(abs));
+  }
+}
+
+/**
+ * Checks an output file before any work starts: not one of the command's inputs, not a folder
+ * or a special file (FIFO, device, socket), not `-`, and in an existing folder. Problems are
+ * command-line errors (exit 2).
+ */
+export function checkOutputFile(file: string, flag: string, inputs: readonly string[]): void {
+  if (file === '-') throw new UsageError(`${flag} -: this command writes to files only; give a file name`);
+  const target = resolved(file);
+  for (const input of inputs) {
+    if (resolved(input) === target) throw new UsageError(`${flag} ${file} is an input of this command; write the output to another file`);
+  }
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    st = undefined;
+  }
+  if (st?.isDirectory()) throw new UsageError(`${flag} ${file} is a folder; give a file name inside it`);
+  if (st && !st.isFile()) throw new UsageError(`${flag} ${file} is not a regular file (a FIFO, device or socket); give a file name`);
+  const dir = path.dirname(path.resolve(file));
+  let ds: fs.Stats | undefined;
+  try {
+    ds = fs.statSync(dir);
+  } catch {
+    ds = undefined;
+  }
+  if (!ds) throw new UsageError(`${flag} ${file}: the folder ${dir} does not exist`);
+  if (!ds.isDirectory()) throw new UsageError(`${flag} ${file}: ${dir} is not a folder`);
+}
+
+/** Files `tilegraph compile --emit-cpp` writes: a folder holding only these may be written again. */
+export const EMITTED_FILES = ['codelets.cpp', 'host.cpp', 'plan.json'] as const;
+
+/**
+ * Checks the folder of --emit-cpp before any work starts: a new folder, an empty one, or one that
+ * holds only files tilegraph writes, unless `force` (then its files of those names are replaced).
+ */
+export function checkEmitFolder(dir: string, force: boolean, inputs: readonly string[]): void {
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(dir);
+  } catch {
+    st = undefined;
+  }
+  if (st && !st.isDirectory()) throw new UsageError(`--emit-cpp ${dir} is not a folder`);
+  if (!st) return; // made (with its parents) when the sources are written
+  for (const name of EMITTED_FILES) checkOutputFile(path.join(dir, name), '--emit-cpp', inputs);
+  if (force) return;
+  const others = fs.readdirSync(dir).filter((f) => !(EMITTED_FILES as readonly string[]).includes(f));
+  if (others.length) {
+    throw new UsageError(`--emit-cpp ${dir} holds other files (${others.slice(0, 3).join(', ')}${others.length > 3 ? ', ...' : ''}); give an empty or new folder, or add --force to write codelets.cpp, host.cpp and plan.json there`);
+  }
+}
+
+/**
+ * Writes a file atomically: a temporary file in the same folder, then a rename, so readers never
+ * see half a file. The temporary file is removed when the write fails, and a failure (no space,
+ * no permission, a read-only file system) is a diagnostic naming the file.
+ */
+export function writeAtomic(file: string, text: string | Uint8Array): void {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${crypto.randomBytes(4).toString('hex')}.tmp`);
+  try {
+    fs.writeFileSync(tmp, text, { flag: 'wx' });
+    fs.renameSync(tmp, file);
+  } catch (e) {
+    fs.rmSync(tmp, { force: true });
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === undefined) throw e;
+    throw new DiagnosticError(error(`cannot write ${file}: ${(e as Error).message.replace(/^[A-Z]+: /, '')}`, undefined, ['check the path, its permissions and the free space']));
+  }
 }

@@ -5,7 +5,7 @@ import { generatePoplar } from '@tilegraph/codegen-poplar';
 import { formatTimings } from '@tilegraph/passes';
 import { compileAndExport, compileOptionsFrom, findToolchain } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { writeAtomic } from '../files.js';
+import { checkEmitFolder, checkOutputFile, writeAtomic } from '../files.js';
 import { buildStep, registerStepFlags } from './step.js';
 
 /**
@@ -17,11 +17,16 @@ export function registerCompile(program: Command): void {
   const cmd = program.command('compile').description('compile a model to Poplar C++ (--emit-cpp DIR) and/or to an exported executable (-o FILE)');
   registerStepFlags(cmd)
     .option('--emit-cpp <dir>', 'write codelets.cpp, host.cpp and plan.json into this folder')
-    .option('-o, --output <file>', 'build and write the executable (with its plan and initial state)');
+    .option('-o, --output <file>', 'build and write the executable (with its plan and initial state)')
+    .option('--force', 'let --emit-cpp write into a folder that holds other files');
   cmd.action((model: string, o: Record<string, unknown>) => {
     const emit = o['emitCpp'] as string | undefined;
     const out = o['output'] as string | undefined;
     if (!emit && !out) throw new UsageError('say what to produce: --emit-cpp DIR and/or -o FILE');
+    // outputs are checked before the (possibly long) build
+    const inputs = [model, ...(o['options'] ? [o['options'] as string] : [])];
+    if (out) checkOutputFile(out, '-o', inputs);
+    if (emit) checkEmitFolder(emit, !!o['force'], inputs);
     const { module, options, warnings, timings, timePasses } = buildStep(model, o);
     if (timePasses && timings.length) process.stderr.write(formatTimings(timings) + '\n');
     stderrReporter().report(warnings);

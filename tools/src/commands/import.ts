@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { printGraph } from '@tilegraph/ir';
 import { importOnnxFile } from '@tilegraph/frontend';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { writeAtomic } from '../files.js';
+import { checkOutputFile, writeAtomic } from '../files.js';
 
 /** `tilegraph import model.onnx`: ONNX to tilegraph IR, with a summary of what was imported. */
 export function registerImport(program: Command): void {
@@ -16,6 +16,7 @@ export function registerImport(program: Command): void {
     .option('--dim <name=size...>', 'sizes of other symbolic dimensions by name')
     .option('--print-debuginfo', 'include source locations in the written IR')
     .action((file: string, o: { output?: string; batchSize?: number; dim?: string[]; printDebuginfo?: boolean }) => {
+      if (o.output) checkOutputFile(o.output, '-o', [file]);
       const dims: Record<string, number> = {};
       for (const d of o.dim ?? []) {
         const m = /^([^=]+)=(\d+)$/.exec(d);

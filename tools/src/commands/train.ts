@@ -5,7 +5,7 @@ import { Graph, GraphBuilder, Rng, Tensor, isFloat } from '@tilegraph/ir';
 import { formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { findToolchain, referenceBackend, trainingModel } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { writeAtomic } from '../files.js';
+import { checkOutputFile, writeAtomic } from '../files.js';
 import { loadModel } from '../load.js';
 import { modelArgs } from './step.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
@@ -142,6 +142,8 @@ export function registerTrain(program: Command): void {
     for (const [k, v] of Object.entries({ steps: o.steps, samples: o.samples })) {
       if (!Number.isInteger(v) || v < 1) throw new UsageError(`--${k} must be a positive integer`);
     }
+    // the weights are written after training: check where before it starts
+    if (o.save) checkOutputFile(o.save, '--save', [model, ...(o.options ? [o.options] : [])]);
     const optType = optimizerFromFlag(o.optimizer);
     const options = o.options ? loadOptionsFile(o.options) : new Options();
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);

@@ -46,8 +46,15 @@ export function compileAndExport(module: Module, file: string, opts: CompiledBac
   const len = Buffer.alloc(4);
   len.writeUInt32LE(head.length);
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  fs.writeFileSync(tmp, Buffer.concat([Buffer.from(MAGIC, 'ascii'), len, head, ...blobs]));
-  fs.renameSync(tmp, file);
+  try {
+    fs.writeFileSync(tmp, Buffer.concat([Buffer.from(MAGIC, 'ascii'), len, head, ...blobs]), { flag: 'wx' });
+    fs.renameSync(tmp, file);
+  } catch (e) {
+    // no half-written temporary file is left behind
+    fs.rmSync(tmp, { force: true });
+    if ((e as NodeJS.ErrnoException).code === undefined) throw e;
+    throw new DiagnosticError(error(`cannot write ${file}: ${(e as Error).message.replace(/^[A-Z]+: /, '')}`, undefined, ['check the path, its permissions and the free space']));
+  }
 }
 
 /** An exported executable, ready to run. */

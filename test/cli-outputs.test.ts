@@ -1,0 +1,61 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { runCli } from './support/cli.js';
+
+/**
+ * Output paths are checked before any work starts: an input of the same command, a folder, a
+ * special file, `-`, or a missing folder is a command-line error (exit 2) that leaves every file
+ * as it was; --emit-cpp writes only into a new, empty or tilegraph-made folder unless --force.
+ */
+
+const run = (...args: string[]) => runCli(args, 60_000);
+
+describe('output paths', () => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tg-out-'));
+  afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  const model = path.join(tmp, 'm.tg');
+  fs.copyFileSync('examples/mlp.tg', model);
+  const original = fs.readFileSync(model, 'utf8');
+
+  test.each([
+    [['compile', model, '-o', model], /-o .*m\.tg is an input of this command/],
+    [['train', model, '--save', model, '--steps', '1', '--backend', 'reference'], /--save .*m\.tg is an input of this command/],
+    [['compile', model, '-o', tmp], /is a folder; give a file name inside it/],
+    [['compile', model, '-o', '-'], /writes to files only/],
+    [['compile', model, '-o', path.join(tmp, 'no', 'such', 'x.tgx')], /the folder .* does not exist/],
+  ])('%j is refused before any work', (args, message) => {
+    const r = run(...(args as string[]));
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(message);
+    expect(fs.readFileSync(model, 'utf8')).toBe(original);
+    expect(fs.readdirSync(tmp).filter((f) => f.endsWith('.tmp'))).toEqual([]);
+  });
+
+  test('a FIFO is not replaced by a regular file', () => {
+    const fifo = path.join(tmp, 'fifo');
+    if (spawnSync('mkfifo', [fifo]).status !== 0) return; // no mkfifo here: nothing to check
+    const r = run('import', 'examples/mlp.tg', '-o', fifo);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/is not a regular file/);
+    expect(fs.statSync(fifo).isFIFO()).toBe(true);
+  });
+
+  test('--emit-cpp keeps a folder of other files unless --force', () => {
+    const dir = path.join(tmp, 'mine');
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'notes.txt'), 'keep me');
+    const r = run('compile', model, '--emit-cpp', dir);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/holds other files \(notes\.txt\).*--force/);
+    expect(fs.readdirSync(dir)).toEqual(['notes.txt']);
+    expect(run('compile', model, '--emit-cpp', dir, '--force').code).toBe(0);
+    expect(fs.readdirSync(dir).sort()).toEqual(['codelets.cpp', 'host.cpp', 'notes.txt', 'plan.json']);
+    expect(fs.readFileSync(path.join(dir, 'notes.txt'), 'utf8')).toBe('keep me');
+    // a folder tilegraph wrote can be written again
+    const again = path.join(tmp, 'again');
+    expect(run('compile', model, '--emit-cpp', again).code).toBe(0);
+    expect(run('compile', model, '--emit-cpp', again).code).toBe(0);
+  });
+});
