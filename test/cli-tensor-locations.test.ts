@@ -33,7 +33,7 @@ describe('tilegraph with TensorLocations in an options file', () => {
     expect(r.out).toMatch(/step 2\/2/);
     expect(r.err.split('\n').filter((l) => l.startsWith('warning:'))).toEqual([
       'warning: TensorLocations.setWeightLocation: sharding has no effect: the model is not replicated (replicationFactor 1)',
-      'warning: TensorLocations.setActivationLocation: activations stay on chip: streaming activations to remote buffers needs execution phases, which tilegraph does not build',
+      'warning: TensorLocations.setActivationLocation: activations stay on chip: they move to remote buffers only between execution phases',
     ]);
   });
 

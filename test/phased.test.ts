@@ -1,4 +1,4 @@
-import { Liveness, Options, OutputMode, ParallelPhasedExecution, Phase, SerialPhasedExecution, ShardedExecution, compileModelSource } from '@tilegraph/frontend';
+import { Liveness, Options, OutputMode, ParallelPhasedExecution, Phase, SerialPhasedExecution, ShardedExecution, TensorLocationSettings, compileModelSource } from '@tilegraph/frontend';
 import { Graph, Rng, Tensor } from '@tilegraph/ir';
 import { makeOptimizer } from '@tilegraph/passes';
 import { generatePoplar } from '@tilegraph/codegen-poplar';
@@ -125,4 +125,16 @@ test('the memory plan shows what each Liveness mode moves off chip', () => {
   // the weights too: 3 × 64 × 64 + 64 × 4 floats and their biases
   expect(eachPhase.remote - afterFwd.remote).toBeGreaterThanOrEqual((3 * 64 * 64 + 64 * 4) * 4);
   expect(eachPhase.alwaysLive).toBeLessThan(afterFwd.alwaysLive);
+});
+
+test('TensorLocations.setActivationLocation(off chip) takes effect between phases, and says nothing', () => {
+  const o = options(() => new SerialPhasedExecution(PHASES()), 2);
+  o.TensorLocations.setActivationLocation(new TensorLocationSettings().useOnChipStorage(false));
+  const m = trainingModel(graph(), o, makeOptimizer('Adam', { lr: 0.01 }));
+  const got = { losses: [1, 2].map((s) => m.run(data(4, s))[m.lossOutput]!), state: m.stateDict(), module: m.compiledModule(), warnings: m.warnings };
+  expect(got.warnings).toEqual([]);
+  const off = [...got.module.variables.values()].filter((v) => v.location?.offChip).map((v) => v.role);
+  expect(off.length).toBeGreaterThan(0);
+  expect(new Set(off)).toEqual(new Set(['pipeline']));
+  expectSame(got, train(() => new ShardedExecution('A', 'B', 'C', 'D'), 2));
 });

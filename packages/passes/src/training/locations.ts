@@ -78,15 +78,15 @@ export function shardNames(w: string, acc: string): { weight: string; accumulato
 }
 
 /** Warnings for settings that change nothing whatever the model (activations, IO tiles, unused minimums). */
-function settingWarnings(locations: TensorLocations, diagnostics: Diagnostic[]): void {
+function settingWarnings(locations: TensorLocations, diagnostics: Diagnostic[], phased: boolean): void {
   for (const c of CLASSES) {
     const l = locations[c];
     if (!l) continue;
     const setter = LOCATION_SETTER[c];
-    if (c === 'activation' && l.onChip === false) {
+    if (c === 'activation' && l.onChip === false && !phased) {
       diagnostics.push(
-        warning(`${setter}: activations stay on chip: streaming activations to remote buffers needs execution phases, which tilegraph does not build`, undefined, [
-          'recomputation (autoRecomputation) lowers the memory activations take instead',
+        warning(`${setter}: activations stay on chip: they move to remote buffers only between execution phases`, undefined, [
+          'use SerialPhasedExecution or ParallelPhasedExecution (setExecutionStrategy), or recomputation (autoRecomputation) to lower the memory activations take',
         ]),
       );
     }
@@ -378,9 +378,9 @@ function mergeCopies(node: ProgramNode): ProgramNode {
  * buffers and adds their loads and stores to the program. Also warns, once each, about settings
  * that change nothing for this model.
  */
-export function placeOffChip(m: Module, locations: TensorLocations | undefined, diagnostics: Diagnostic[]): Module {
+export function placeOffChip(m: Module, locations: TensorLocations | undefined, diagnostics: Diagnostic[], phased = false): Module {
   if (!locations) return m;
-  settingWarnings(locations, diagnostics);
+  settingWarnings(locations, diagnostics, phased);
   const variables = new Map(m.variables);
   const seen = new Map<TensorClass, number>();
   const off: string[] = [];

@@ -171,7 +171,7 @@ export const pipelinePass = definePass<TrainingState>('pipeline', 'split the ste
   const kinds = ipus.map((_, k): PipelineStageKind => (k < P - 1 || (k === P - 1 && last === 2 * P - 1) ? 'forward' : k === P - 1 ? 'forward_backward' : 'backward'));
   const phased = s.loop === 'phased';
   const r = pipelineLoop(s.module!, 'step', s.settings.gradientAccumulation, ipus, kinds, phased ? { schedule: 'sequential', keepOpIpus: true } : {});
-  s.module = phased ? applyLiveness(r.module, r.info, s.settings.execution!, P, 'training', ctx.diagnostics) : r.module;
+  s.module = phased ? applyLiveness(r.module, r.info, s.settings.execution!, P, 'training', ctx.diagnostics, s.settings.tensorLocations?.activation?.onChip === false) : r.module;
   s.pipeline = r.info;
 });
 
@@ -209,8 +209,12 @@ export function decideLoop(spec: ExecutionSpec, placement: Placement, microBatch
  * phase; OffChipAfterEachPhase keeps every value passed between phases and every weight off chip
  * except while a phase uses it.
  */
-function applyLiveness(m: Module, info: PipelineInfo, spec: ExecutionSpec, P: number, kind: 'training' | 'inference', diagnostics: Diagnostic[]): Module {
+function applyLiveness(m: Module, info: PipelineInfo, spec: ExecutionSpec, P: number, kind: 'training' | 'inference', diagnostics: Diagnostic[], activationsOffChip = false): Module {
   const l = spec.liveness ?? 'always_live';
+  // TensorLocations.setActivationLocation(off chip): every value passed between phases lives in remote buffers
+  if (activationsOffChip && l !== 'off_chip_after_each_phase') {
+    return offChipAroundUses(m, info.transfers.map((t) => t.target));
+  }
   if (l === 'always_live') return m;
   if (l !== 'off_chip_after_each_phase' && kind === 'inference') {
     diagnostics.push(warning(`${spec.describe}: Liveness.${l === 'off_chip_after_fwd' ? 'OffChipAfterFwd' : 'OffChipAfterFwdNoOverlap'} has no effect on an inference model: it has no backward pass`));
@@ -389,7 +393,7 @@ export const shardingPass = definePass<TrainingState>('replicated-tensor-shardin
 
 /** remote-buffers: off-chip state lives in remote buffers, loaded before its uses and stored after (TensorLocations' useOnChipStorage(False)). */
 export const remoteBuffersPass = definePass<TrainingState>('remote-buffers', 'keep off-chip state in remote buffers', (s, ctx) => {
-  s.module = placeOffChip(s.module!, s.settings.tensorLocations, ctx.diagnostics);
+  s.module = placeOffChip(s.module!, s.settings.tensorLocations, ctx.diagnostics, s.loop === 'phased');
 });
 
 export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [
@@ -513,8 +517,8 @@ export function buildInferenceModule(forward: Graph, settings: StepSettings, dia
   if (loop) {
     const stages = out.placement.stages;
     const r = pipelineLoop(m, 'forward', settings.deviceIterations, stages.map((s) => s.ipu), stages.map(() => 'forward'), loop === 'phased' ? { schedule: 'sequential', keepOpIpus: true } : {});
-    m = loop === 'phased' ? applyLiveness(r.module, r.info, spec, stages.length, 'inference', diagnostics) : r.module;
+    m = loop === 'phased' ? applyLiveness(r.module, r.info, spec, stages.length, 'inference', diagnostics, settings.tensorLocations?.activation?.onChip === false) : r.module;
     out.pipeline = r.info;
   }
-  return placeOffChip(m, settings.tensorLocations, diagnostics);
+  return placeOffChip(m, settings.tensorLocations, diagnostics, loop === 'phased');
 }
