@@ -59,3 +59,28 @@ describe('output paths', () => {
     expect(run('compile', model, '--emit-cpp', again).code).toBe(0);
   });
 });
+
+describe('flag values', () => {
+  test.each([
+    ['--replicas', '0'],
+    ['--accumulation', '-1'],
+    ['--lr', 'abc'],
+    ['--batch-size', 'abc'],
+    ['--batch-size', '0'],
+    ['--steps', '1.5'],
+  ])('%s %s is a command-line error before any work (exit 2)', (flag, value) => {
+    const r = run('train', 'examples/mlp.tg', flag, value, '--steps', '1', '--backend', 'reference');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(new RegExp(`option '${flag} <[a-z]+>' argument '${value.replace('.', '\\.')}' is invalid`));
+  });
+
+  test('an impossible value in an options file names the file and line (exit 2)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tg-flags-'));
+    const file = path.join(dir, 'bad.opts');
+    fs.writeFileSync(file, 'deviceIterations(2)\nreplicationFactor(0)\n');
+    const r = run('train', 'examples/mlp.tg', '--options', file, '--steps', '1', '--backend', 'reference');
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/bad\.opts:2: replicationFactor: expected a positive integer, got 0/);
+  });
+});

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
+import { OptionsError } from '@tilegraph/frontend';
 import { UsageError, isDiagnosticError, stderrReporter } from './diagnostics.js';
 import { registerIr } from './commands/ir.js';
 import { registerRun } from './commands/run.js';
@@ -46,6 +47,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       return EXIT_ERRORS;
     }
     if (e instanceof UsageError) {
+      process.stderr.write(`tilegraph: ${e.message}\n`);
+      return EXIT_USAGE;
+    }
+    // an impossible option value (a flag or an options-file line): the user's input, not a crash
+    if (e instanceof OptionsError) {
       process.stderr.write(`tilegraph: ${e.message}\n`);
       return EXIT_USAGE;
     }

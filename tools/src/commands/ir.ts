@@ -4,6 +4,7 @@ import { DEFAULT_SOURCE_LOCATION_EXCLUDES, Options } from '@tilegraph/frontend';
 import { buildInferenceModule, buildTrainingModule, formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { stepSettingsFrom } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
+import { positiveInt } from '../flags.js';
 import { loadModel } from '../load.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
@@ -15,7 +16,7 @@ export function registerIr(program: Command): void {
     .argument('<model>', 'model file')
     .option('--options <file>', 'options: a JSON file or a PopTorch-style file with one setter per line')
     .option('--exclude <pattern...>', 'source-location excludes (like sourceLocationExcludes): print the first frame not matching')
-    .option('--batch-size <n>', 'micro-batch size (symbolic ONNX batch dims; the `batch` parameter of a .tg model)', (v) => Number(v))
+    .option('--batch-size <n>', 'micro-batch size (symbolic ONNX batch dims; the `batch` parameter of a .tg model)', positiveInt)
     .option('--pipeline <kind>', 'run the compile pipeline first: training or inference')
     .option('--optimizer <name>', `optimizer of the training pipeline (${Object.keys(OPTIMIZER_FLAGS).join(', ')})`, 'sgd');
   registerPassFlags(cmd);

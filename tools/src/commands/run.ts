@@ -4,6 +4,7 @@ import { DType, Graph, Rng, Tensor, formatType, isFloat } from '@tilegraph/ir';
 import { inferenceModel, runGraph } from '@tilegraph/runtime';
 import { Options } from '@tilegraph/frontend';
 import { UsageError, stderrReporter } from '../diagnostics.js';
+import { naturalInt, positiveInt } from '../flags.js';
 import { loadModel } from '../load.js';
 import { formatTensor } from '../format.js';
 
@@ -51,9 +52,9 @@ export function registerRun(program: Command): void {
     .description('run a model once through the reference interpreter and print its outputs')
     .argument('<model>', 'model file (.tg, .onnx or .tgir)')
     .option('--input <name=file.json...>', 'input values (others are synthetic)')
-    .option('--seed <n>', 'seed of synthetic inputs and random ops', (v) => Number(v), 0)
-    .option('--int-high <n>', 'synthetic integer inputs are drawn from [0, n)', (v) => Number(v), 2)
-    .option('--batch-size <n>', 'size of symbolic batch dimensions (ONNX)', (v) => Number(v))
+    .option('--seed <n>', 'seed of synthetic inputs and random ops', naturalInt, 0)
+    .option('--int-high <n>', 'synthetic integer inputs are drawn from [0, n)', positiveInt, 2)
+    .option('--batch-size <n>', 'size of symbolic batch dimensions (ONNX)', positiveInt)
     .option('--backend <target>', 'reference (the IR interpreter) or ipu (compiled: the SDK if popc is on PATH, else the emulation)', 'reference')
     .action((model: string, o: { input?: string[]; seed: number; intHigh: number; batchSize?: number; backend: string }) => {
       if (o.backend !== 'reference' && o.backend !== 'ipu') throw new UsageError(`--backend must be reference or ipu, got '${o.backend}'`);

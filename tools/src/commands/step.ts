@@ -7,6 +7,7 @@ import { UsageError } from '../diagnostics.js';
 import { loadModel } from '../load.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
+import { positiveInt } from '../flags.js';
 
 /** The flags that say which step a command builds: the same for compile and report. */
 export function registerStepFlags(cmd: Command): Command {
@@ -15,7 +16,7 @@ export function registerStepFlags(cmd: Command): Command {
     .option('--pipeline <kind>', 'training or inference', 'training')
     .option('--optimizer <name>', `optimizer of the training step (${Object.keys(OPTIMIZER_FLAGS).join(', ')})`, 'sgd')
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
-    .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", (v) => Number(v))
+    .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", positiveInt)
     .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=2 ipus=1');
   return registerPassFlags(cmd);
 }

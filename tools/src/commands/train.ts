@@ -8,6 +8,7 @@ import { UsageError, stderrReporter } from '../diagnostics.js';
 import { checkOutputFile, writeAtomic } from '../files.js';
 import { loadModel } from '../load.js';
 import { modelArgs } from './step.js';
+import { finiteNumber, naturalInt, positiveInt } from '../flags.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
 
@@ -122,17 +123,17 @@ export function registerTrain(program: Command): void {
     .command('train')
     .description('train a model on a synthetic classification task and print the loss')
     .argument('<model>', 'model file (.tg, .onnx or .tgir) with a loss')
-    .option('--steps <n>', 'optimizer steps', (v) => Number(v), 50)
+    .option('--steps <n>', 'optimizer steps', positiveInt, 50)
     .option('--optimizer <name>', `one of ${Object.keys(OPTIMIZER_FLAGS).join(', ')}`, 'sgd')
-    .option('--lr <x>', 'learning rate', (v) => Number(v))
+    .option('--lr <x>', 'learning rate', finiteNumber)
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
-    .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", (v) => Number(v))
+    .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", positiveInt)
     .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=4')
-    .option('--samples <n>', 'size of the synthetic data set', (v) => Number(v), 1024)
-    .option('--seed <n>', 'seed of the data set and shuffling', (v) => Number(v), 0)
-    .option('--replicas <n>', 'replicationFactor', (v) => Number(v))
-    .option('--accumulation <n>', 'Training.gradientAccumulation', (v) => Number(v))
-    .option('--device-iterations <n>', 'deviceIterations', (v) => Number(v))
+    .option('--samples <n>', 'size of the synthetic data set', positiveInt, 1024)
+    .option('--seed <n>', 'seed of the data set and shuffling', naturalInt, 0)
+    .option('--replicas <n>', 'replicationFactor', positiveInt)
+    .option('--accumulation <n>', 'Training.gradientAccumulation', positiveInt)
+    .option('--device-iterations <n>', 'deviceIterations', positiveInt)
     .option('--backend <target>', 'where the step runs: ipu (compiled: the Poplar SDK if popc is on PATH, else the poplar-host emulation) or reference (the IR interpreter)', 'ipu')
     .option('--loss <kind>', 'add a loss to a model that has none (an ONNX export returning logits): cross_entropy (labels input "labels") or mse (targets input "targets"), on the first output')
     .option('--save <file>', 'write the trained weights as JSON')
