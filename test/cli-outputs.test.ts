@@ -84,3 +84,26 @@ describe('flag values', () => {
     expect(r.err).toMatch(/bad\.opts:2: replicationFactor: expected a positive integer, got 0/);
   });
 });
+
+describe('what a model file may read', () => {
+  test('an import outside the model folder and the standard library is refused without reading it; --import-path allows a folder', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tg-imports-'));
+    fs.mkdirSync(path.join(dir, 'proj'));
+    fs.mkdirSync(path.join(dir, 'lib'));
+    fs.writeFileSync(path.join(dir, 'lib', 'util.tg'), 'fn twice(x) {\n  return x + x\n}\n');
+    fs.writeFileSync(path.join(dir, 'secret.txt'), 'the secret line\n');
+    fs.writeFileSync(path.join(dir, 'proj', 'm.tg'), 'import "../lib/util.tg"\nmodel m() {\n  input x: f32[2]\n  output y = twice(x)\n}\n');
+    fs.writeFileSync(path.join(dir, 'proj', 'evil.tg'), 'import "../secret.txt"\nimport "std/../../../../../../../../etc/passwd"\nmodel m() {\n  input x: f32[2]\n  output y = x\n}\n');
+    const evil = run('ir', path.join(dir, 'proj', 'evil.tg'));
+    expect(evil.code).toBe(1);
+    expect(evil.err).toMatch(/import '\.\.\/secret\.txt' is outside the model's folder and the standard library; it is not read/);
+    expect(evil.err).toMatch(/import 'std\/\.\.\/.*passwd' is outside/);
+    expect(evil.err).not.toContain('the secret line');
+    expect(evil.err).not.toContain('root:');
+    expect(run('ir', path.join(dir, 'proj', 'm.tg')).code).toBe(1);
+    const allowed = run('ir', path.join(dir, 'proj', 'm.tg'), '--import-path', path.join(dir, 'lib'));
+    expect(allowed.code).toBe(0);
+    expect(allowed.out).toContain('add(%x, %x)');
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+});

@@ -1,14 +1,45 @@
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { STDLIB_DIR } from '@tilegraph/frontend';
 import { Diagnostic, DiagnosticError, renderDiagnostic } from '@tilegraph/ir';
 
-/** Reads source files on demand so diagnostics can show the offending line. */
+/**
+ * Folders whose files a diagnostic may quote: the folders of the model files this command loaded
+ * (and their import paths) and the standard library. A location in a text IR file can name any
+ * path; only these are ever read to show its line.
+ */
+const quotable = new Set<string>([realOrResolved(STDLIB_DIR)]);
+
+/** Lets diagnostics quote files in `dir` (the folder of a loaded model, an import path). */
+export function allowQuoting(dir: string): void {
+  quotable.add(realOrResolved(dir));
+}
+
+function realOrResolved(p: string): string {
+  try {
+    return fs.realpathSync.native(p);
+  } catch {
+    return path.resolve(p);
+  }
+}
+
+function quotableFile(file: string): boolean {
+  const real = realOrResolved(file);
+  return [...quotable].some((dir) => {
+    const rel = path.relative(dir, real);
+    return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+  });
+}
+
+/** Reads source files on demand so diagnostics can show the offending line (regular files in quotable folders only). */
 export function fileSources(): (file: string) => string | undefined {
   const cache = new Map<string, string | undefined>();
   return (file) => {
     if (!cache.has(file)) {
       let text: string | undefined;
       try {
-        if (!file.endsWith('.onnx') && fs.statSync(file).size < 16 * 1024 * 1024) text = fs.readFileSync(file, 'utf8');
+        const st = fs.statSync(file);
+        if (quotableFile(file) && st.isFile() && !file.endsWith('.onnx') && st.size < 16 * 1024 * 1024) text = fs.readFileSync(file, 'utf8');
       } catch {
         text = undefined;
       }

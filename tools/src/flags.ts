@@ -19,3 +19,11 @@ export function finiteNumber(v: string): number {
   if (v.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`expected a number, got '${v}'`);
   return n;
 }
+
+/** `--import-path DIR...`: folders a model file may import from (each must be a folder). */
+export const IMPORT_PATH_FLAG = ['--import-path <dir...>', "folders a .tg model may import from besides its own folder and the standard library"] as const;
+
+export function importPathsOf(o: Record<string, unknown>): { importPaths?: string[] } {
+  const dirs = o['importPath'] as string[] | undefined;
+  return dirs?.length ? { importPaths: dirs } : {};
+}

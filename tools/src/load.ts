@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DiagnosticError, Graph, error, parseGraph } from '@tilegraph/ir';
 import { importOnnxFile, loadModelFile } from '@tilegraph/frontend';
-import { UsageError, stderrReporter } from './diagnostics.js';
+import { UsageError, allowQuoting, stderrReporter } from './diagnostics.js';
 
 export interface LoadOptions {
   /** Micro-batch size: symbolic batch dims of ONNX inputs, the `batch` parameter of a .tg model. */
@@ -10,6 +10,8 @@ export interface LoadOptions {
   excludes?: readonly string[];
   /** Values of a model-language model's parameters (`--arg name=value`). */
   args?: Readonly<Record<string, number | boolean | string>>;
+  /** Folders a model-language model may import from besides its own folder and the standard library. */
+  importPaths?: readonly string[];
 }
 
 /**
@@ -19,11 +21,14 @@ export interface LoadOptions {
 export function loadModel(file: string, opts: LoadOptions = {}): Graph {
   if (!fs.existsSync(file)) throw new DiagnosticError(error(`no such file: ${file}`));
   if (fs.statSync(file).isDirectory()) throw new DiagnosticError(error(`${file} is a folder, not a model file`));
+  // diagnostics may quote the model's own folder (and its import paths), nothing else
+  allowQuoting(path.dirname(path.resolve(file)));
+  for (const d of opts.importPaths ?? []) allowQuoting(d);
   const ext = path.extname(file).toLowerCase();
   switch (ext) {
     case '.tg':
       // the model's `batch` parameter, when the command line sets one
-      return loadModelFile(file, { args: { ...(opts.batchSize !== undefined ? { batch: opts.batchSize } : {}), ...opts.args } });
+      return loadModelFile(file, { args: { ...(opts.batchSize !== undefined ? { batch: opts.batchSize } : {}), ...opts.args }, ...(opts.importPaths ? { importPaths: opts.importPaths } : {}) });
     case '.onnx': {
       if (opts.args && Object.keys(opts.args).length) throw new UsageError(`--arg sets parameters of model-language (.tg) models; ${file} is an ONNX model`);
       let imported;

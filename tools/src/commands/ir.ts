@@ -4,7 +4,7 @@ import { DEFAULT_SOURCE_LOCATION_EXCLUDES, Options } from '@tilegraph/frontend';
 import { buildInferenceModule, buildTrainingModule, formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { stepSettingsFrom } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { positiveInt } from '../flags.js';
+import { IMPORT_PATH_FLAG, importPathsOf, positiveInt } from '../flags.js';
 import { loadModel } from '../load.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
@@ -17,6 +17,7 @@ export function registerIr(program: Command): void {
     .option('--options <file>', 'options: a JSON file or a PopTorch-style file with one setter per line')
     .option('--exclude <pattern...>', 'source-location excludes (like sourceLocationExcludes): print the first frame not matching')
     .option('--batch-size <n>', 'micro-batch size (symbolic ONNX batch dims; the `batch` parameter of a .tg model)', positiveInt)
+    .option(...IMPORT_PATH_FLAG)
     .option('--pipeline <kind>', 'run the compile pipeline first: training or inference')
     .option('--optimizer <name>', `optimizer of the training pipeline (${Object.keys(OPTIMIZER_FLAGS).join(', ')})`, 'sgd');
   registerPassFlags(cmd);
@@ -27,7 +28,7 @@ export function registerIr(program: Command): void {
     const fromOptions = options.source_location_excludes.filter((e) => !DEFAULT_SOURCE_LOCATION_EXCLUDES.includes(e));
     const excludes = [...fromOptions, ...cli];
     const batchSize = o['batchSize'] as number | undefined;
-    const g = loadModel(model, { excludes, ...(batchSize !== undefined ? { batchSize } : {}) });
+    const g = loadModel(model, { excludes, ...(batchSize !== undefined ? { batchSize } : {}), ...importPathsOf(o as Record<string, unknown>) });
     const { passes, timePasses } = passFlags(o);
     const debugInfo = passes.debugInfo || excludes.length > 0;
     const printOpts = { debugInfo, ...(excludes.length ? { locationExcludes: excludes } : {}) };

@@ -4,7 +4,7 @@ import { DType, Graph, Rng, Tensor, formatType, isFloat } from '@tilegraph/ir';
 import { inferenceModel, runGraph } from '@tilegraph/runtime';
 import { Options } from '@tilegraph/frontend';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { naturalInt, positiveInt } from '../flags.js';
+import { IMPORT_PATH_FLAG, importPathsOf, naturalInt, positiveInt } from '../flags.js';
 import { loadModel } from '../load.js';
 import { formatTensor } from '../format.js';
 
@@ -55,12 +55,13 @@ export function registerRun(program: Command): void {
     .option('--seed <n>', 'seed of synthetic inputs and random ops', naturalInt, 0)
     .option('--int-high <n>', 'synthetic integer inputs are drawn from [0, n)', positiveInt, 2)
     .option('--batch-size <n>', 'size of symbolic batch dimensions (ONNX)', positiveInt)
+    .option(...IMPORT_PATH_FLAG)
     .option('--backend <target>', 'reference (the IR interpreter) or ipu (compiled: the SDK if popc is on PATH, else the emulation)', 'reference')
     .action((model: string, o: { input?: string[]; seed: number; intHigh: number; batchSize?: number; backend: string }) => {
       if (o.backend !== 'reference' && o.backend !== 'ipu') throw new UsageError(`--backend must be reference or ipu, got '${o.backend}'`);
       if (!Number.isInteger(o.seed)) throw new UsageError('--seed must be an integer');
       if (!Number.isInteger(o.intHigh) || o.intHigh < 1) throw new UsageError('--int-high must be a positive integer');
-      const g = loadModel(model, o.batchSize !== undefined ? { batchSize: o.batchSize } : {});
+      const g = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}), ...importPathsOf(o as Record<string, unknown>) });
       const feeds = syntheticInputs(g, o.seed, o.intHigh);
       for (const spec of o.input ?? []) {
         const [k, v] = readInput(g, spec);

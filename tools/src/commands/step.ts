@@ -7,7 +7,7 @@ import { UsageError } from '../diagnostics.js';
 import { loadModel } from '../load.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
-import { positiveInt } from '../flags.js';
+import { IMPORT_PATH_FLAG, importPathsOf, positiveInt } from '../flags.js';
 
 /** The flags that say which step a command builds: the same for compile and report. */
 export function registerStepFlags(cmd: Command): Command {
@@ -17,7 +17,8 @@ export function registerStepFlags(cmd: Command): Command {
     .option('--optimizer <name>', `optimizer of the training step (${Object.keys(OPTIMIZER_FLAGS).join(', ')})`, 'sgd')
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
     .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", positiveInt)
-    .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=2 ipus=1');
+    .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=2 ipus=1')
+    .option(...IMPORT_PATH_FLAG);
   return registerPassFlags(cmd);
 }
 
@@ -41,7 +42,7 @@ export function buildStep(model: string, o: Record<string, unknown>): BuiltStep 
   if (pipeline !== 'training' && pipeline !== 'inference') throw new UsageError(`--pipeline must be training or inference, got '${String(pipeline)}'`);
   const batchSize = o['batchSize'] as number | undefined;
   const args = modelArgs(o['arg'] as string[] | undefined);
-  const g = loadModel(model, { ...(batchSize !== undefined ? { batchSize } : {}), ...(args ? { args } : {}) });
+  const g = loadModel(model, { ...(batchSize !== undefined ? { batchSize } : {}), ...(args ? { args } : {}), ...importPathsOf(o) });
   const { passes, timePasses } = passFlags(o);
   const step = stepSettingsFrom(options);
   if (pipeline === 'training') {

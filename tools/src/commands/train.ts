@@ -8,7 +8,7 @@ import { UsageError, stderrReporter } from '../diagnostics.js';
 import { checkOutputFile, writeAtomic } from '../files.js';
 import { loadModel } from '../load.js';
 import { modelArgs } from './step.js';
-import { finiteNumber, naturalInt, positiveInt } from '../flags.js';
+import { IMPORT_PATH_FLAG, finiteNumber, importPathsOf, naturalInt, positiveInt } from '../flags.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
 
@@ -129,6 +129,7 @@ export function registerTrain(program: Command): void {
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
     .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", positiveInt)
     .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=4')
+    .option(...IMPORT_PATH_FLAG)
     .option('--samples <n>', 'size of the synthetic data set', positiveInt, 1024)
     .option('--seed <n>', 'seed of the data set and shuffling', naturalInt, 0)
     .option('--replicas <n>', 'replicationFactor', positiveInt)
@@ -151,7 +152,7 @@ export function registerTrain(program: Command): void {
     if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);
     if (o.deviceIterations !== undefined) options.deviceIterations(o.deviceIterations);
     const args = modelArgs(o['arg'] as string[] | undefined);
-    const loaded = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}), ...(args ? { args } : {}) });
+    const loaded = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}), ...(args ? { args } : {}), ...importPathsOf(o) });
     const g = o.loss ? withLoss(loaded, o.loss) : loaded;
     const opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
     const { passes, timePasses } = passFlags(o);

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Diagnostic, Graph, SourceLookup, error } from '@tilegraph/ir';
@@ -25,6 +25,25 @@ export interface LoadOptions extends ElaborateOptions {
   readFile?: (realPath: string) => string | undefined;
   /** Directory of the standard library (default STDLIB_DIR). */
   stdlibDir?: string;
+  /**
+   * Folders imports may read besides the root model file's folder tree and the standard library
+   * (`--import-path DIR`). An import elsewhere is refused without reading it.
+   */
+  importPaths?: readonly string[];
+}
+
+/** The real path of `p` when it exists (links followed), else `p` resolved. */
+function realOrResolved(p: string): string {
+  try {
+    return realpathSync.native(p);
+  } catch {
+    return path.resolve(p);
+  }
+}
+
+function isInside(file: string, dir: string): boolean {
+  const rel = path.relative(dir, file);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
 }
 
 /** A compiled model: its graph and the source texts its locations refer to. */
@@ -65,9 +84,13 @@ class SourceSet {
   private readonly read: (p: string) => string | undefined;
   private readonly stdlibDir: string;
 
-  constructor(opts: LoadOptions) {
+  /** Where imports may read: the root file's folder, the standard library, the user's import paths. */
+  private readonly roots: string[];
+
+  constructor(opts: LoadOptions, rootFile: string) {
     this.read = opts.readFile ?? defaultRead;
     this.stdlibDir = opts.stdlibDir ?? STDLIB_DIR;
+    this.roots = [path.dirname(rootFile), this.stdlibDir, ...(opts.importPaths ?? [])].map((d) => realOrResolved(path.resolve(d)));
   }
 
   readonly lookup: SourceLookup = (f) => this.texts.get(f);
@@ -93,6 +116,15 @@ class SourceSet {
         this.diagnostics.push({ ...error(`import cycle: ${item.path} imports (directly or not) ${display}`, at), span: item.pos.length });
         continue;
       }
+      if (!this.roots.some((r) => isInside(realOrResolved(childReal), r))) {
+        // never read (nor echo) a file outside the model's folders
+        this.diagnostics.push({
+          ...error(`import '${item.path}' is outside the model's folder and the standard library; it is not read`, at, [`to allow it, add its folder with --import-path (importPaths in the API); allowed now: ${this.roots.join(', ')}`]),
+          span: item.pos.length,
+        });
+        this.byReal.set(childReal, null);
+        continue;
+      }
       let child = this.byReal.get(childReal);
       if (child === undefined) {
         const childText = this.read(childReal);
@@ -116,7 +148,7 @@ class SourceSet {
  * every diagnostic and the source texts.
  */
 export function compileModelSourceFull(text: string, file: string, opts: LoadOptions = {}): ModelCompilation {
-  const sources = new SourceSet(opts);
+  const sources = new SourceSet(opts, path.resolve(file));
   const excludes = opts.excludes ?? DEFAULT_DSL_EXCLUDES;
   const root = sources.load(text, file, path.resolve(file), []);
   if (sources.diagnostics.length || !root) throw new DslError(sources.diagnostics, sources.lookup, excludes);
