@@ -107,3 +107,23 @@ describe('what a model file may read', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 });
+
+describe('input paths', () => {
+  test('a FIFO as the model or the options file is refused at once (no hang), a missing model is exit 2', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tg-inputs-'));
+    const fifo = path.join(dir, 'fifo');
+    const made = spawnSync('mkfifo', [fifo]).status === 0;
+    if (made) {
+      const asModel = run('ir', fifo);
+      expect(asModel.code).toBe(2);
+      expect(asModel.err).toMatch(/is not a regular file .* the model file/);
+      const asOptions = run('train', 'examples/mlp.tg', '--options', fifo, '--steps', '1', '--backend', 'reference');
+      expect(asOptions.code).toBe(2);
+      expect(asOptions.err).toMatch(/is not a regular file .* the options file/);
+    }
+    const missing = run('train', path.join(dir, 'none.tg'), '--steps', '1', '--backend', 'reference');
+    expect(missing.code).toBe(2);
+    expect(missing.err).toMatch(/no such file: .*none\.tg \(the model file\)/);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+});

@@ -63,8 +63,8 @@ describe('tilegraph CLI', () => {
 
   it('refuses missing and malformed model files with a diagnostic', () => {
     const missing = run('ir', path.join(tmp, 'nothing.tg'));
-    expect(missing.code).toBe(1);
-    expect(missing.err).toMatch(/no such file/);
+    expect(missing.code).toBe(2);
+    expect(missing.err).toMatch(/no such file: .*nothing\.tg \(the model file\)/);
     const junk = path.join(tmp, 'junk.onnx');
     fs.writeFileSync(junk, Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f, 0x01]));
     const r = run('import', junk);

@@ -45,6 +45,21 @@ export function checkOutputFile(file: string, flag: string, inputs: readonly str
   if (!ds.isDirectory()) throw new UsageError(`${flag} ${file}: ${dir} is not a folder`);
 }
 
+/**
+ * Checks an input file before it is read: it must exist and be a regular file (a FIFO or device
+ * would block or never end). Problems are command-line errors (exit 2).
+ */
+export function checkInputFile(file: string, what: string): void {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    throw new UsageError(`no such file: ${file} (the ${what})`);
+  }
+  if (st.isDirectory()) throw new UsageError(`${file} is a folder, not a ${what}`);
+  if (!st.isFile()) throw new UsageError(`${file} is not a regular file (a FIFO, device or socket); give the ${what} as a file`);
+}
+
 /** Files `tilegraph compile --emit-cpp` writes: a folder holding only these may be written again. */
 export const EMITTED_FILES = ['codelets.cpp', 'host.cpp', 'plan.json'] as const;
 

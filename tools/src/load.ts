@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { DiagnosticError, Graph, error, parseGraph } from '@tilegraph/ir';
 import { importOnnxFile, loadModelFile } from '@tilegraph/frontend';
 import { UsageError, allowQuoting, stderrReporter } from './diagnostics.js';
+import { checkInputFile } from './files.js';
 
 export interface LoadOptions {
   /** Micro-batch size: symbolic batch dims of ONNX inputs, the `batch` parameter of a .tg model. */
@@ -19,8 +20,7 @@ export interface LoadOptions {
  * Warnings are printed; errors are thrown as DiagnosticError.
  */
 export function loadModel(file: string, opts: LoadOptions = {}): Graph {
-  if (!fs.existsSync(file)) throw new DiagnosticError(error(`no such file: ${file}`));
-  if (fs.statSync(file).isDirectory()) throw new DiagnosticError(error(`${file} is a folder, not a model file`));
+  checkInputFile(file, 'model file');
   // diagnostics may quote the model's own folder (and its import paths), nothing else
   allowQuoting(path.dirname(path.resolve(file)));
   for (const d of opts.importPaths ?? []) allowQuoting(d);

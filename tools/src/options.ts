@@ -1,11 +1,12 @@
 import * as fs from 'node:fs';
+import { checkInputFile } from './files.js';
 import { Options } from '@tilegraph/frontend';
 import { OptimizerType } from '@tilegraph/passes';
 import { UsageError } from './diagnostics.js';
 
 /** Loads --options FILE: JSON (Options.toJSON form) or PopTorch-style setters, one a line. */
 export function loadOptionsFile(file: string): Options {
-  if (!fs.existsSync(file)) throw new UsageError(`options file not found: ${file}`);
+  checkInputFile(file, 'options file');
   if (file.endsWith('.json')) {
     let obj: unknown;
     try {
