@@ -1,6 +1,5 @@
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { STDLIB_DIR } from '@tilegraph/frontend';
+import { STDLIB_DIR, isInside, realOrResolved } from '@tilegraph/frontend';
 import { Diagnostic, DiagnosticError, renderDiagnostic } from '@tilegraph/ir';
 
 /**
@@ -15,20 +14,9 @@ export function allowQuoting(dir: string): void {
   quotable.add(realOrResolved(dir));
 }
 
-function realOrResolved(p: string): string {
-  try {
-    return fs.realpathSync.native(p);
-  } catch {
-    return path.resolve(p);
-  }
-}
-
 function quotableFile(file: string): boolean {
   const real = realOrResolved(file);
-  return [...quotable].some((dir) => {
-    const rel = path.relative(dir, real);
-    return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
-  });
+  return [...quotable].some((dir) => isInside(real, dir));
 }
 
 /** Reads source files on demand so diagnostics can show the offending line (regular files in quotable folders only). */

@@ -1,7 +1,6 @@
-import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DiagnosticError, error } from '@tilegraph/ir';
+import { writeFileAtomic } from '@tilegraph/runtime';
 import { UsageError } from './diagnostics.js';
 
 /** The real path of `p`, following links, or of its nearest existing parent joined with the rest. */
@@ -84,20 +83,5 @@ export function checkEmitFolder(dir: string, force: boolean, inputs: readonly st
   }
 }
 
-/**
- * Writes a file atomically: a temporary file in the same folder, then a rename, so readers never
- * see half a file. The temporary file is removed when the write fails, and a failure (no space,
- * no permission, a read-only file system) is a diagnostic naming the file.
- */
-export function writeAtomic(file: string, text: string | Uint8Array): void {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${crypto.randomBytes(4).toString('hex')}.tmp`);
-  try {
-    fs.writeFileSync(tmp, text, { flag: 'wx' });
-    fs.renameSync(tmp, file);
-  } catch (e) {
-    fs.rmSync(tmp, { force: true });
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === undefined) throw e;
-    throw new DiagnosticError(error(`cannot write ${file}: ${(e as Error).message.replace(/^[A-Z]+: /, '')}`, undefined, ['check the path, its permissions and the free space']));
-  }
-}
+/** Writes a file atomically (the runtime's writer: temporary file, rename, cleaned up on failure). */
+export const writeAtomic = writeFileAtomic;

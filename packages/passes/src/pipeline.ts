@@ -9,6 +9,7 @@ import {
   Value,
   VariableInfo,
   copyVariables,
+  dtypeByteSize,
   error,
   execute,
   formatLocation,
@@ -186,7 +187,7 @@ export function pipelineLoop(m: Module, name: string, microBatches: number, ipus
     const read = graphs[k]!.addOp('variable', [], { name: inName, dtype: v.type.dtype, shape: [...v.type.shape], init: ZEROS, role: 'pipeline' }, { loc: p.loc, scope: p.scope, annotations: place(k, reader), names: [v.name] });
     maps[k]!.set(v, read.result);
     const depth = inFlight(cycles, f, k);
-    const bytes = v.type.shape.reduce((n, d) => n * d, 1) * bytesOf(v.type.dtype);
+    const bytes = v.type.shape.reduce((n, d) => n * d, 1) * dtypeByteSize(v.type.dtype);
     if (depth === 1) {
       push(copies, f, { from: out, to: inName });
       transfers.push({ from: f, to: k, depth, bytes, ipu: fromIpu, source: out, target: inName });
@@ -309,9 +310,6 @@ function inFlight(cycles: readonly PipelineCycle[], f: number, k: number): numbe
   return most;
 }
 
-function bytesOf(dtype: string): number {
-  return dtype === 'float16' ? 2 : dtype === 'bool' ? 1 : 4;
-}
 
 function uniqueName(vars: ReadonlyMap<string, unknown>, base: string): string {
   let n = base;

@@ -9,6 +9,8 @@ export {
   STDLIB_PREFIX,
   compileModelSource,
   compileModelSourceFull,
+  isInside,
+  realOrResolved,
   loadModelFile,
   loadModelFileFull,
   parseModelSource,

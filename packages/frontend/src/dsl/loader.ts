@@ -33,7 +33,7 @@ export interface LoadOptions extends ElaborateOptions {
 }
 
 /** The real path of `p` when it exists (links followed), else `p` resolved. */
-function realOrResolved(p: string): string {
+export function realOrResolved(p: string): string {
   try {
     return realpathSync.native(p);
   } catch {
@@ -41,7 +41,8 @@ function realOrResolved(p: string): string {
   }
 }
 
-function isInside(file: string, dir: string): boolean {
+/** Whether `file` is `dir` or lies inside it (paths already resolved). */
+export function isInside(file: string, dir: string): boolean {
   const rel = path.relative(dir, file);
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
 }

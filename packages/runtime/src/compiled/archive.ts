@@ -45,12 +45,20 @@ export function compileAndExport(module: Module, file: string, opts: CompiledBac
   const head = Buffer.from(JSON.stringify(header), 'utf8');
   const len = Buffer.alloc(4);
   len.writeUInt32LE(head.length);
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  writeFileAtomic(file, Buffer.concat([Buffer.from(MAGIC, 'ascii'), len, head, ...blobs]));
+}
+
+/**
+ * Writes a file atomically: an exclusively created temporary file in the same folder, then a
+ * rename, so readers never see half a file. The temporary file is removed when the write fails,
+ * and a failure (no space, no permission, a read-only file system) is a diagnostic naming the file.
+ */
+export function writeFileAtomic(file: string, data: string | Uint8Array): void {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
-    fs.writeFileSync(tmp, Buffer.concat([Buffer.from(MAGIC, 'ascii'), len, head, ...blobs]), { flag: 'wx' });
+    fs.writeFileSync(tmp, data, { flag: 'wx' });
     fs.renameSync(tmp, file);
   } catch (e) {
-    // no half-written temporary file is left behind
     fs.rmSync(tmp, { force: true });
     if ((e as NodeJS.ErrnoException).code === undefined) throw e;
     throw new DiagnosticError(error(`cannot write ${file}: ${(e as Error).message.replace(/^[A-Z]+: /, '')}`, undefined, ['check the path, its permissions and the free space']));

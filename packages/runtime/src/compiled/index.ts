@@ -2,7 +2,7 @@ export { CompiledBackend, compiledBackend, compiledBackendWith, compiledBackendF
 export type { CompiledBackendOptions, ExecutableImage } from './backend.js';
 export { buildExecutable, buildKey, defaultCacheDir } from './build.js';
 export type { BuildOptions, BuiltExecutable } from './build.js';
-export { compileAndExport, loadExecutable } from './archive.js';
+export { compileAndExport, loadExecutable, writeFileAtomic } from './archive.js';
 export type { LoadedExecutable } from './archive.js';
 export { findToolchain } from './toolchain.js';
 export type { Toolchain } from './toolchain.js';
