@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { OptionsError } from '@tilegraph/frontend';
+import { printable } from '@tilegraph/ir';
 import { UsageError, isDiagnosticError, stderrReporter } from './diagnostics.js';
 import { registerIr } from './commands/ir.js';
 import { registerRun } from './commands/run.js';
@@ -47,16 +48,16 @@ export async function main(argv: readonly string[]): Promise<number> {
       return EXIT_ERRORS;
     }
     if (e instanceof UsageError) {
-      process.stderr.write(`tilegraph: ${e.message}\n`);
+      process.stderr.write(`tilegraph: ${printable(e.message)}\n`);
       return EXIT_USAGE;
     }
     // an impossible option value (a flag or an options-file line): the user's input, not a crash
     if (e instanceof OptionsError) {
-      process.stderr.write(`tilegraph: ${e.message}\n`);
+      process.stderr.write(`tilegraph: ${printable(e.message)}\n`);
       return EXIT_USAGE;
     }
     const err = e instanceof Error ? e : new Error(String(e));
-    process.stderr.write(`tilegraph: internal error: ${err.message}\n`);
+    process.stderr.write(`tilegraph: internal error: ${printable(err.message)}\n`);
     if (process.env['TILEGRAPH_DEBUG']) process.stderr.write(`${err.stack}\n`);
     else process.stderr.write('  (set TILEGRAPH_DEBUG=1 for a stack trace, and please report this)\n');
     return EXIT_INTERNAL;
@@ -70,6 +71,9 @@ export async function runCli(argv: readonly string[]): Promise<void> {
     if (e.code === 'EPIPE') process.exit(0);
     throw e;
   });
+  // names come from model files: what the commands print never drives the terminal
+  const write = process.stdout.write.bind(process.stdout) as (chunk: unknown, ...rest: unknown[]) => boolean;
+  process.stdout.write = ((chunk: unknown, ...rest: unknown[]) => write(typeof chunk === 'string' ? printable(chunk) : chunk, ...rest)) as typeof process.stdout.write;
   try {
     process.exitCode = await main(argv);
   } catch (e) {

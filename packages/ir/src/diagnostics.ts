@@ -28,6 +28,15 @@ export interface RenderOptions {
   excludes?: readonly string[];
 }
 
+// C0 and C1 controls (but tab and newline), DEL, and the bidirectional overrides that reorder what a
+// terminal shows: a name read from a model file must not move the cursor, recolour or hide text.
+const UNPRINTABLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** `text` with every terminal control character shown as an escape (`\u001b`), tabs and newlines kept. */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /**
  * Renders `file:line:col: error: message`, then the source line and a caret under the column,
  * then the notes — the form compilers use and editors understand.
@@ -54,7 +63,7 @@ export function renderDiagnostic(d: Diagnostic, opts: RenderOptions = {}): strin
     if (others.length > MAX_STACK_NOTES) lines.push(`  note: ... and ${others.length - MAX_STACK_NOTES} more frames`);
   }
   for (const n of d.notes ?? []) lines.push(`  note: ${n}`);
-  return lines.join('\n');
+  return printable(lines.join('\n'));
 }
 
 export function renderDiagnostics(ds: readonly Diagnostic[], opts: RenderOptions = {}): string {
