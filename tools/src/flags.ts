@@ -27,3 +27,9 @@ export function importPathsOf(o: Record<string, unknown>): { importPaths?: strin
   const dirs = o['importPath'] as string[] | undefined;
   return dirs?.length ? { importPaths: dirs } : {};
 }
+
+export function positiveNumber(v: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`expected a positive number, got '${v}'`);
+  return n;
+}

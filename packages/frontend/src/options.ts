@@ -1160,6 +1160,7 @@ export interface OptionsJSON {
   source_location_excludes: string[];
   random_seed?: number;
   executable_cache_dir?: string;
+  executable_timeout: number;
   synthetic_data: boolean;
   connection_type: ConnectionType;
   use_model: boolean;
@@ -1248,6 +1249,7 @@ export class Options {
     log_dir: '.',
     log_cycle_count: false,
     show_compilation_progress_bar: true,
+    executable_timeout: 600,
     stable_norm: false,
     module_namescope_enabled: true,
     relax_optimizer_attributes_checks: false,
@@ -1391,6 +1393,16 @@ export class Options {
   enableExecutableCaching(path: string | null): this {
     if (path === null) delete this.v.executable_cache_dir;
     else this.v.executable_cache_dir = checkNonEmptyString('enableExecutableCaching', path, 'a directory path or null');
+    return this;
+  }
+
+  /**
+   * Longest wait, in seconds, for one answer of the compiled executable (a step, a weights
+   * transfer) before it is stopped with a diagnostic (default 600).
+   */
+  executableTimeout(seconds: number): this {
+    if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds <= 0) throw new OptionsError(`expected a positive number of seconds, got ${fmt(seconds)}`, 'executableTimeout');
+    this.v.executable_timeout = seconds;
     return this;
   }
 
@@ -1604,6 +1616,9 @@ export class Options {
   /** Set by enableProfiling; undefined when profiling is off. */
   get profile_dir(): string | undefined {
     return this.v.profile_dir;
+  }
+  get executable_timeout(): number {
+    return this.v.executable_timeout;
   }
   get show_compilation_progress_bar(): boolean {
     return this.v.show_compilation_progress_bar;
@@ -1826,6 +1841,7 @@ export class Options {
       source_location_excludes: (x) => this.sourceLocationExcludes(x),
       random_seed: (x) => this.randomSeed(x),
       executable_cache_dir: (x) => this.enableExecutableCaching(x),
+      executable_timeout: (x) => this.executableTimeout(x),
       synthetic_data: (x) => this.enableSyntheticData(x),
       ipu_version: (x) => {
         // connection_type is a key of its own: keep it rather than useOfflineIpuTarget's Never.
@@ -1999,6 +2015,7 @@ export class Options {
     }
     if (j.random_seed !== undefined) out.push(`randomSeed(${j.random_seed})`);
     if (j.executable_cache_dir !== undefined) out.push(`enableExecutableCaching(${lit(j.executable_cache_dir)})`);
+    if (j.executable_timeout !== d.executable_timeout) out.push(`executableTimeout(${j.executable_timeout})`);
     if (j.synthetic_data) out.push('enableSyntheticData(True)');
     // useOfflineIpuTarget also sets the connection type, so the connection type follows it.
     if (j.ipu_version !== undefined) out.push(`useOfflineIpuTarget(${j.ipu_version})`);
@@ -2375,7 +2392,7 @@ const FILE_CLASSES: Record<string, (args: unknown[]) => object> = {
 const OPTIONS_SETTERS = [
   'deviceIterations', 'replicationFactor', 'inputReplicaGrouping', 'outputMode', 'anchorTensor',
   'sourceLocationExcludes', 'appendToLocationExcludes', 'randomSeed', 'enableExecutableCaching',
-  'enableSyntheticData', 'connectionType', 'useIpuModel', 'useOfflineIpuTarget', 'useIpuId',
+  'executableTimeout', 'enableSyntheticData', 'connectionType', 'useIpuModel', 'useOfflineIpuTarget', 'useIpuId',
   'autoRoundNumIPUs', 'setAvailableMemoryProportion', 'syncPattern', 'broadcastBuffers', 'modelName',
   'logDir', 'logCycleCount', 'enableProfiling', 'showCompilationProgressBar', 'setExecutionStrategy',
   'enableStableNorm', 'disableModuleNamescope', 'relaxOptimizerAttributesChecks',

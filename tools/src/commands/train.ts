@@ -1,14 +1,14 @@
 import { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
-import { Graph, GraphBuilder, Rng, Tensor, isFloat } from '@tilegraph/ir';
+import { DiagnosticError, Graph, GraphBuilder, Rng, Tensor, error, isFloat, warning } from '@tilegraph/ir';
 import { formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { findToolchain, referenceBackend, trainingModel } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
 import { checkOutputFile, writeAtomic } from '../files.js';
 import { loadModel } from '../load.js';
 import { modelArgs } from './step.js';
-import { IMPORT_PATH_FLAG, finiteNumber, importPathsOf, naturalInt, positiveInt } from '../flags.js';
+import { IMPORT_PATH_FLAG, finiteNumber, importPathsOf, naturalInt, positiveInt, positiveNumber } from '../flags.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
 
@@ -116,6 +116,8 @@ interface TrainFlags {
   backend: string;
   loss?: string;
   progress: boolean;
+  stopOnNan?: boolean;
+  timeout?: number;
 }
 
 export function registerTrain(program: Command): void {
@@ -138,6 +140,8 @@ export function registerTrain(program: Command): void {
     .option('--backend <target>', 'where the step runs: ipu (compiled: the Poplar SDK if popc is on PATH, else the poplar-host emulation) or reference (the IR interpreter)', 'ipu')
     .option('--loss <kind>', 'add a loss to a model that has none (an ONNX export returning logits): cross_entropy (labels input "labels") or mse (targets input "targets"), on the first output')
     .option('--save <file>', 'write the trained weights as JSON')
+    .option('--stop-on-nan', 'stop at the first step whose loss is NaN or infinite (exit code 1, nothing saved)')
+    .option('--timeout <seconds>', 'longest wait for one step of the compiled executable before it is stopped (default 600)', positiveNumber)
     .option('--no-progress', 'no progress bar');
   registerPassFlags(cmd);
   cmd.action((model: string, o: TrainFlags & Record<string, unknown>) => {
@@ -151,6 +155,7 @@ export function registerTrain(program: Command): void {
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);
     if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);
     if (o.deviceIterations !== undefined) options.deviceIterations(o.deviceIterations);
+    if (o.timeout !== undefined) options.executableTimeout(o.timeout);
     const args = modelArgs(o['arg'] as string[] | undefined);
     const loaded = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}), ...(args ? { args } : {}), ...importPathsOf(o) });
     const g = o.loss ? withLoss(loaded, o.loss) : loaded;
@@ -195,12 +200,20 @@ export function registerTrain(program: Command): void {
     bar?.start(o.steps, 0, { loss: '-' });
     const losses: number[] = [];
     const every = Math.max(1, Math.floor(o.steps / 10));
+    let firstNonFinite: number | undefined;
     for (let s = 1; s <= o.steps; s++) {
       const out = trainer.run(data.batch(nextIndices()));
       const l = mean(out[trainer.lossOutput]!.toArray());
       losses.push(l);
       if (bar) bar.update(s, { loss: l.toFixed(4) });
       else if (s === 1 || s % every === 0 || s === o.steps) process.stdout.write(`step ${String(s).padStart(String(o.steps).length)}/${o.steps}  loss ${l.toFixed(4)}\n`);
+      if (!Number.isFinite(l) && firstNonFinite === undefined) {
+        firstNonFinite = s;
+        bar?.stop();
+        const hint = 'lower the learning rate (--lr), check the inputs, or use loss scaling with float16';
+        if (o.stopOnNan) throw new DiagnosticError(error(`the loss is ${l} at step ${s}: training stopped (--stop-on-nan)`, undefined, [hint, ...(o.save ? [`${o.save} was not written`] : [])]));
+        stderrReporter().report([warning(`the loss is ${l} at step ${s}; the weights are no longer finite from here on`, undefined, [hint, 'add --stop-on-nan to stop at the first such step'])]);
+      }
     }
     bar?.stop();
     const k = Math.max(1, Math.floor(o.steps / 10));

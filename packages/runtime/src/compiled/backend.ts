@@ -31,8 +31,8 @@ import { ChildProcessError, SyncProcess } from './sync.js';
  */
 
 export interface CompiledBackendOptions extends GenerateOptions, BuildOptions {
-  /** Longest wait for one answer of the executable (default 10 minutes). */
-  timeoutMs?: number;
+  /** Longest wait for one answer of the executable (Options.executableTimeout; default 10 minutes). */
+  stepTimeoutMs?: number;
 }
 
 /** What a compiled backend runs: a built executable and the initial values of its state. */
@@ -134,7 +134,8 @@ function asDiagnostic(e: unknown, what: string): never {
     const lines = e.stderr.trim().split('\n').filter((l) => l.trim() !== '');
     const shown = lines.length > 40 ? [...lines.slice(0, 10), `... (${lines.length - 30} lines)`, ...lines.slice(-20)] : lines;
     const oom = lines.find((l) => /Out of memory on tile/.test(l));
-    const notes = [...(oom ? ['the program does not fit in tile memory: try setAvailableMemoryProportion, serializedMatMul, recomputation or more IPUs'] : []), ...shown.map((l) => `executable: ${l}`)];
+    const hung = /did not answer within/.test(e.message) ? ['if the step is just slow, allow it longer: Options.executableTimeout(seconds) or --timeout <seconds>'] : [];
+    const notes = [...hung, ...(oom ? ['the program does not fit in tile memory: try setAvailableMemoryProportion, serializedMatMul, recomputation or more IPUs'] : []), ...shown.map((l) => `executable: ${l}`)];
     throw new DiagnosticError(error(`${what}: ${e.message}`, undefined, notes));
   }
   throw e;
@@ -151,12 +152,12 @@ export class CompiledBackend implements Backend {
 
   constructor(
     readonly image: ExecutableImage,
-    opts: BackendOptions & { timeoutMs?: number; profileSummaryFile?: string } = {},
+    opts: BackendOptions & { stepTimeoutMs?: number; profileSummaryFile?: string } = {},
   ) {
     this.profileFile = opts.profileSummaryFile;
     this.plan = image.plan;
     this.R = image.plan.replicationFactor;
-    this.timeoutMs = opts.timeoutMs ?? 10 * 60 * 1000;
+    this.timeoutMs = opts.stepTimeoutMs ?? 10 * 60 * 1000;
     this.print = opts.print ?? ((l) => console.log(l));
     this.proc = new SyncProcess(image.executable, image.args, image.dir, opts.profileSummaryFile ? { ...process.env, POPLAR_HOST_PROFILE_SUMMARY: opts.profileSummaryFile } : undefined);
     try {
@@ -353,6 +354,7 @@ export function compileOptionsFrom(options: Options): CompiledBackendOptions {
   return {
     ...(options.executable_cache_dir !== undefined ? { cacheDir: options.executable_cache_dir } : {}),
     showProgress: options.show_compilation_progress_bar,
+    stepTimeoutMs: options.executable_timeout * 1000,
     availableMemoryProportionPerIpu: perIpu,
     partialsType: options.Precision.partials_type,
     sourceLocationExcludes: options.source_location_excludes,

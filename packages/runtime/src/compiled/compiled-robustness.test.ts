@@ -138,11 +138,11 @@ describe('failures of the executable', () => {
 
   test('a silent executable is stopped after the timeout instead of hanging', () => {
     const start = Date.now();
-    expect(() => new CompiledBackend(scriptImage('exec sleep 60'), { timeoutMs: 1500 })).toThrow(/did not answer within 2 s/);
+    expect(() => new CompiledBackend(scriptImage('exec sleep 60'), { stepTimeoutMs: 1500 })).toThrow(/did not answer within 2 s/);
     expect(Date.now() - start).toBeLessThan(20_000);
   });
 
   test('a garbled answer is a protocol error', () => {
-    expect(() => new CompiledBackend(scriptImage('read line\necho "what?"\nsleep 5'), { timeoutMs: 20_000 })).toThrow(/answered 'what\?' instead of 'ok'/);
+    expect(() => new CompiledBackend(scriptImage('read line\necho "what?"\nsleep 5'), { stepTimeoutMs: 20_000 })).toThrow(/answered 'what\?' instead of 'ok'/);
   });
 });
