@@ -42,6 +42,16 @@ export function checkOutputFile(file: string, flag: string, inputs: readonly str
   }
   if (!ds) throw new UsageError(`${flag} ${file}: the folder ${dir} does not exist`);
   if (!ds.isDirectory()) throw new UsageError(`${flag} ${file}: ${dir} is not a folder`);
+  // a probe file finds what permissions alone do not (read-only mounts, sysfs, root on NFS)
+  const probe = path.join(dir, `.${path.basename(file)}.${process.pid}.probe`);
+  try {
+    fs.writeFileSync(probe, '', { flag: 'wx' });
+    fs.rmSync(probe, { force: true });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'EROFS' ? 'is on a read-only file system' : code === 'ENOSPC' ? 'is on a full file system' : 'is not writable';
+    throw new UsageError(`${flag} ${file}: the folder ${dir} ${why}; write the output elsewhere`);
+  }
 }
 
 /**
@@ -55,7 +65,7 @@ export function checkInputFile(file: string, what: string): void {
   } catch {
     throw new UsageError(`no such file: ${file} (the ${what})`);
   }
-  if (st.isDirectory()) throw new UsageError(`${file} is a folder, not a ${what}`);
+  if (st.isDirectory()) throw new UsageError(`${file} is a folder, not ${/^[aeiouAEIOU]/.test(what) ? 'an' : 'a'} ${what}`);
   if (!st.isFile()) throw new UsageError(`${file} is not a regular file (a FIFO, device or socket); give the ${what} as a file`);
 }
 

@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import { printGraph } from '@tilegraph/ir';
 import { importOnnxFile } from '@tilegraph/frontend';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { checkOutputFile, writeAtomic } from '../files.js';
+import { checkInputFile, checkOutputFile, writeAtomic } from '../files.js';
+import { positiveInt } from '../flags.js';
 
 /** `tilegraph import model.onnx`: ONNX to tilegraph IR, with a summary of what was imported. */
 export function registerImport(program: Command): void {
@@ -12,18 +13,18 @@ export function registerImport(program: Command): void {
     .description('import an ONNX model: print a summary, and write its text IR with -o')
     .argument('<model.onnx>', 'ONNX model file (external data is read from its folder)')
     .option('-o, --output <file>', 'write the text IR (.tgir) here')
-    .option('--batch-size <n>', 'size of symbolic batch dimensions', (v) => Number(v))
+    .option('--batch-size <n>', 'size of symbolic batch dimensions', positiveInt)
     .option('--dim <name=size...>', 'sizes of other symbolic dimensions by name')
     .option('--print-debuginfo', 'include source locations in the written IR')
     .action((file: string, o: { output?: string; batchSize?: number; dim?: string[]; printDebuginfo?: boolean }) => {
+      checkInputFile(file, 'ONNX model file');
       if (o.output) checkOutputFile(o.output, '-o', [file]);
       const dims: Record<string, number> = {};
       for (const d of o.dim ?? []) {
         const m = /^([^=]+)=(\d+)$/.exec(d);
-        if (!m) throw new UsageError(`--dim expects name=size, got '${d}'`);
+        if (!m || !Number.isSafeInteger(Number(m[2])) || Number(m[2]) < 1) throw new UsageError(`--dim expects name=size with a positive integer size, got '${d}'`);
         dims[m[1]!] = Number(m[2]);
       }
-      if (o.batchSize !== undefined && !(Number.isInteger(o.batchSize) && o.batchSize > 0)) throw new UsageError('--batch-size must be a positive integer');
       const t0 = performance.now();
       const { graph, diagnostics, opset } = importOnnxFile(file, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}), dims });
       const ms = performance.now() - t0;
