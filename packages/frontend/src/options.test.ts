@@ -855,6 +855,7 @@ describe('toJSON / fromJSON', () => {
       log_dir: '.',
       log_cycle_count: false,
       show_compilation_progress_bar: true,
+      executable_timeout: 600,
       stable_norm: false,
       module_namescope_enabled: true,
       relax_optimizer_attributes_checks: false,
@@ -902,7 +903,7 @@ describe('toJSON / fromJSON', () => {
       [[], 'options JSON: expected an object, got []'],
       [
         { device_iteration: 4 },
-        'options JSON: unknown key "device_iteration"; accepted keys are device_iterations, replication_factor, input_group_size, input_group_type, output_mode, output_return_period, anchored_tensors, source_location_excludes, synthetic_data, connection_type, use_model, auto_round_num_ipus, available_memory_proportion, sync_pattern, broadcast_buffers, log_dir, log_cycle_count, show_compilation_progress_bar, stable_norm, module_namescope_enabled, relax_optimizer_attributes_checks, auto_recomputation, execution_strategy, Training, Precision, TensorLocations, Distributed, random_seed, executable_cache_dir, ipu_version, ipu_id, model_name, profile_dir',
+        'options JSON: unknown key "device_iteration"; accepted keys are device_iterations, replication_factor, input_group_size, input_group_type, output_mode, output_return_period, anchored_tensors, source_location_excludes, synthetic_data, connection_type, use_model, auto_round_num_ipus, available_memory_proportion, sync_pattern, broadcast_buffers, log_dir, log_cycle_count, show_compilation_progress_bar, executable_timeout, stable_norm, module_namescope_enabled, relax_optimizer_attributes_checks, auto_recomputation, execution_strategy, Training, Precision, TensorLocations, Distributed, random_seed, executable_cache_dir, ipu_version, ipu_id, model_name, profile_dir',
       ],
       [{ device_iterations: 0 }, 'options JSON, key device_iterations: deviceIterations: expected a positive integer, got 0'],
       [
@@ -1079,6 +1080,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.array(text, { maxLength: 3 }).map((xs): Op => (o) => o.appendToLocationExcludes(...xs)),
   fc.nat().map((n): Op => (o) => o.randomSeed(n)),
   fc.option(text, { nil: null }).map((p): Op => (o) => o.enableExecutableCaching(p)),
+  fc.oneof(fc.integer({ min: 1, max: 3600 }), fc.double({ min: 0.001, max: 1e6, noNaN: true })).map((t): Op => (o) => o.executableTimeout(t)),
   fc.boolean().map((b): Op => (o) => o.enableSyntheticData(b)),
   enumOf(ConnectionType).map((c): Op => (o) => o.connectionType(c)),
   fc.boolean().map((b): Op => (o) => o.useIpuModel(b)),
