@@ -3,9 +3,9 @@ import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
 import { DiagnosticError, Graph, GraphBuilder, Rng, Tensor, error, isFloat, warning } from '@tilegraph/ir';
 import { formatTimings, makeOptimizer } from '@tilegraph/passes';
-import { findToolchain, referenceBackend, trainingModel } from '@tilegraph/runtime';
+import { findToolchain, referenceBackend, saveWeights, trainingModel, weightsFormatOf } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { checkOutputFile, writeAtomic } from '../files.js';
+import { checkOutputFile } from '../files.js';
 import { loadModel } from '../load.js';
 import { modelArgs } from './step.js';
 import { IMPORT_PATH_FLAG, finiteNumber, importPathsOf, naturalInt, positiveInt, positiveNumber } from '../flags.js';
@@ -139,7 +139,7 @@ export function registerTrain(program: Command): void {
     .option('--device-iterations <n>', 'deviceIterations', positiveInt)
     .option('--backend <target>', 'where the step runs: ipu (compiled: the Poplar SDK if popc is on PATH, else the poplar-host emulation) or reference (the IR interpreter)', 'ipu')
     .option('--loss <kind>', 'add a loss to a model that has none (an ONNX export returning logits): cross_entropy (labels input "labels") or mse (targets input "targets"), on the first output')
-    .option('--save <file>', 'write the trained weights as JSON')
+    .option('--save <file>', 'write the trained weights: safetensors (.safetensors) or JSON (.json), by the extension')
     .option('--stop-on-nan', 'stop at the first step whose loss is NaN or infinite (exit code 1, nothing saved)')
     .option('--timeout <seconds>', 'longest wait for one step of the compiled executable before it is stopped (default 600)', positiveNumber)
     .option('--no-progress', 'no progress bar');
@@ -150,6 +150,7 @@ export function registerTrain(program: Command): void {
     }
     // the weights are written after training: check where before it starts
     if (o.save) checkOutputFile(o.save, '--save', [model, ...(o.options ? [o.options] : [])]);
+    if (o.save && !weightsFormatOf(o.save)) throw new UsageError(`--save ${o.save}: name the file .safetensors (safetensors, for PyTorch and NumPy too) or .json (JSON)`);
     const optType = optimizerFromFlag(o.optimizer);
     const options = o.options ? loadOptionsFile(o.options) : new Options();
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);
@@ -221,8 +222,8 @@ export function registerTrain(program: Command): void {
     const last = mean(losses.slice(-k));
     process.stdout.write(`loss ${first.toFixed(4)} -> ${last.toFixed(4)} (mean of the first and last ${k} steps) in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
     if (o.save) {
-      const state = trainer.stateDict();
-      writeAtomic(o.save, JSON.stringify(Object.fromEntries(Object.entries(state).map(([n, t]) => [n, { dtype: t.dtype, shape: t.shape, data: t.toArray() }]))));
+      // streamed tensor by tensor: no single string or buffer holds the whole file
+      saveWeights(o.save, trainer.stateDict(), { metadata: { producer: 'tilegraph', model: g.name, steps: String(o.steps), optimizer: opt.type } });
       process.stdout.write(`weights written to ${o.save}\n`);
     }
   });
