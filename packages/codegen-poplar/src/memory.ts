@@ -1,4 +1,6 @@
-import { Op } from '@tilegraph/ir';
+import { Diagnostic, Location, Op, ProgramNode, error, numElements } from '@tilegraph/ir';
+import type { ModuleContext } from './context.js';
+import { deviceType } from './types.js';
 
 /** The Mk2 GC200 IPU. */
 export const GC200 = { tilesPerIpu: 1472, bytesPerTile: 638976, workersPerTile: 6 } as const;
@@ -335,4 +337,88 @@ export function formatBytes(n: number): string {
   if (n >= 2 ** 20) return `${(n / 2 ** 20).toFixed(1)} MiB`;
   if (n >= 2 ** 10) return `${(n / 2 ** 10).toFixed(1)} KiB`;
   return `${n} bytes`;
+}
+
+/**
+ * The most bytes one run may stream each way (all inputs to the device, all outputs from it, over
+ * its batches and replicas). The runtime carries a run's outputs back as one host buffer and each
+ * input as one; 2 GiB keeps each, and the copies made of it, within what Node.js buffers and 32-bit
+ * offsets address. Tile memory says nothing about this: a broadcast output takes no tile memory.
+ */
+export const MAX_STREAM_BYTES_PER_RUN = 2 ** 31 - 1;
+
+/** Times each stream is copied and each graph executed in one run of `p`. */
+function runsOf(p: ProgramNode, mult: number, streams: Map<string, number>, executes: Map<string, number>): void {
+  switch (p.kind) {
+    case 'sequence':
+      for (const b of p.body) runsOf(b, mult, streams, executes);
+      return;
+    case 'repeat':
+      runsOf(p.body, mult * p.count, streams, executes);
+      return;
+    case 'execute':
+      executes.set(p.graph, (executes.get(p.graph) ?? 0) + mult);
+      return;
+    case 'stream_in':
+      for (const s of p.inputs) streams.set(s, (streams.get(s) ?? 0) + mult);
+      return;
+    default:
+      return;
+  }
+}
+
+/**
+ * The streams of one run against MAX_STREAM_BYTES_PER_RUN: a diagnostic per direction that is
+ * over, at the largest tensor streamed that way, naming it and its size. `locate` gives the
+ * user's location of the op that makes a tensor.
+ */
+export function streamProblems(mc: ModuleContext, locate: (op: Op) => Location): Diagnostic[] {
+  const m = mc.module;
+  const R = m.replicationFactor;
+  const streams = new Map<string, number>();
+  const executes = new Map<string, number>();
+  runsOf(m.program, 1, streams, executes);
+  const bytes = (dtype: Parameters<typeof deviceType>[0], shape: readonly number[]) => numElements(shape) * deviceType(dtype).bytes;
+  const opOf = (input: boolean, name: string): Op | undefined => {
+    for (const g of m.graphs.values()) {
+      if (input) {
+        const op = g.ops.find((o) => o.kind === 'input' && o.attrs['name'] === name);
+        if (op) return op;
+      } else {
+        const out = g.outputs.find((o) => o.name === name);
+        if (out) return out.value.producer;
+      }
+    }
+    return undefined;
+  };
+  type Stream = { name: string; each: number; runs: number; total: number; op: Op | undefined };
+  const inputs: Stream[] = mc.inputs.map((s) => {
+    const runs = (streams.get(s.name) ?? 0) * R;
+    const each = bytes(s.dtype, s.shape);
+    return { name: s.name, each, runs, total: each * runs, op: opOf(true, s.name) };
+  });
+  const outputs: Stream[] = mc.outputs
+    .filter((o) => o.kind === 'output')
+    .map((o) => {
+      let runs = 0;
+      for (const [name, g] of m.graphs) if (g.outputs.some((x) => x.name === o.name)) runs += executes.get(name) ?? 0;
+      runs *= R;
+      const each = bytes(o.dtype, o.shape);
+      return { name: o.name, each, runs, total: each * runs, op: opOf(false, o.name) };
+    });
+  const ds: Diagnostic[] = [];
+  for (const [what, list] of [['input', inputs], ['output', outputs]] as const) {
+    const all = list.reduce((n, s) => n + s.total, 0);
+    if (all <= MAX_STREAM_BYTES_PER_RUN) continue;
+    const largest = [...list].sort((a, b) => b.total - a.total);
+    const top = largest[0]!;
+    const times = top.runs > 1 ? ` (${formatBytes(top.each)} × ${top.runs} copies: batches per run × replicas)` : '';
+    const notes = [
+      ...(all > top.total ? [`a run streams ${formatBytes(all)} of ${what}s ${what === 'input' ? 'to' : 'from'} the device in all`] : []),
+      ...largest.slice(1, 4).filter((s) => s.total > 0).map((s) => `also streamed: ${what} '${s.name}', ${formatBytes(s.total)}`),
+      top.runs > 1 ? 'stream fewer batches per run (deviceIterations, gradient accumulation) or make the tensor smaller' : `make the ${what} smaller${what === 'output' ? ', or reduce it on the device (e.g. reduce_sum) before it is an output' : ''}`,
+    ];
+    ds.push(error(`${what} '${top.name}' streams ${formatBytes(top.total)} per run${times}, more than the ${formatBytes(MAX_STREAM_BYTES_PER_RUN + 1)} a run may stream ${what === 'input' ? 'to' : 'from'} the device`, top.op ? locate(top.op) : undefined, notes));
+  }
+  return ds;
 }

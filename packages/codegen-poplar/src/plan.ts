@@ -1,6 +1,6 @@
 import { DType, Diagnostic, Location, Op, ProgramNode, error, formatFrame, groupStrideAndSize, numElements, selectFrame } from '@tilegraph/ir';
 import { GraphEmitter, ModuleContext } from './context.js';
-import { Allocation, IpuMemory, MemoryReport, ProgramPoint, chooseMappingOffset, formatBytes } from './memory.js';
+import { Allocation, IpuMemory, MemoryReport, ProgramPoint, chooseMappingOffset, formatBytes, streamProblems } from './memory.js';
 import { deviceType, linearMappingParams } from './types.js';
 
 /** Model-language standard library frames: a user wants the line in their own file. */
@@ -191,5 +191,7 @@ export function fitProblems(plan: { report: MemoryReport; peakOps: readonly (Op 
     notes.push(`place part of the model on more IPUs (blocks with ipu annotations: block "name" ipu N { ... }); the program uses ${report.ipus} IPU${report.ipus > 1 ? 's' : ''}`);
     ds.push(error(`Out of memory on tile ${m.maxTile}: ${m.maxTileBytes} bytes used but tiles only have ${report.bytesPerTile} bytes of memory`, op ? userLocation(op.loc, excludes) : undefined, notes));
   }
+  // host buffers of a run (not tile memory): checked here so that compiling, not running, finds them
+  ds.push(...streamProblems(mc, (op) => userLocation(op.loc, excludes)));
   return ds;
 }

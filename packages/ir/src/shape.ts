@@ -17,6 +17,32 @@ export function numElements(shape: Shape): number {
   return n;
 }
 
+/**
+ * The largest dimension and element count of any tensor type. Element indices are 32-bit on the
+ * device and in the host's typed arrays (allocData refuses more than 2^31 - 1 elements), so one
+ * bound serves every front end: the model language, the text IR and the ONNX importer all check
+ * shapes with shapeLimitProblem and report the same message.
+ */
+export const MAX_DIMENSION = 2 ** 31 - 1;
+export const MAX_ELEMENTS = 2 ** 31 - 1;
+
+/** Why `shape` is beyond the limits above, or undefined when it is within them. */
+export function shapeLimitProblem(shape: Shape): string | undefined {
+  for (const d of shape) {
+    if (!Number.isSafeInteger(d) || d < 0 || d > MAX_DIMENSION) {
+      return `a dimension must be an integer from 0 to ${MAX_DIMENSION} (2^31-1), got ${formatNumber(d)}`;
+    }
+  }
+  const n = numElements(shape);
+  if (n > MAX_ELEMENTS) return `a tensor holds at most ${MAX_ELEMENTS} (2^31-1) elements; shape ${formatShape(shape)} has ${formatNumber(n)}`;
+  return undefined;
+}
+
+/** Integers in full (no exponent) as far as they are exact, so messages show the value written. */
+function formatNumber(x: number): string {
+  return Number.isInteger(x) && Math.abs(x) < 1e21 ? BigInt(x).toString() : String(x);
+}
+
 export function shapesEqual(a: Shape, b: Shape): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;

@@ -1,7 +1,7 @@
 import {
   AttrValue, Annotations, DTYPES, DType, Diagnostic, DiagnosticError, Frame, GraphBuilder, INIT_FUNCTIONS, InitSpec, Location,
   SERIALIZE_MODES, SerializeMode, Tensor, Value, dtypeShortName, formatLocation, formatShape, formatType, getOpDef, isInteger, opRegistry,
-  parseDType, shapesEqual, typesEqual, editDistance } from '@tilegraph/ir';
+  numElements, parseDType, shapeLimitProblem, shapesEqual, typesEqual, editDistance } from '@tilegraph/ir';
 import type * as A from './ast.js';
 import type { DslDiagnostic } from './errors.js';
 import { Callable, NONE, POISON, SourceModule, Val, describe, list, num, tensor } from './values.js';
@@ -18,6 +18,32 @@ export interface Elaboration {
   readonly builder: GraphBuilder;
   readonly diagnostics: readonly Diagnostic[];
 }
+
+/**
+ * Limits of one elaboration. Functions are expanded and loops unrolled at compile time, so a small
+ * file can ask for unbounded work; these stop it with a diagnostic instead of running out of time,
+ * memory or stack. Each is far above what a real model needs: a 24-layer transformer elaborates
+ * into a few thousand ops, and 100,000 ops take a few seconds to elaborate.
+ */
+export const ELABORATION_LIMITS = {
+  /** Ops a model may elaborate into. */
+  ops: 100_000,
+  /** Compile-time steps: statements run, loop iterations and list elements built. */
+  steps: 10_000_000,
+  /** Items of one list (range(n), concatenation) and characters of one string. */
+  listItems: 1_000_000,
+  /** Elements of a tensor built at compile time (a constant); larger ones are made on the device. */
+  constantElements: 1 << 24,
+  /** Calls of functions expanded inside one another. */
+  callDepth: 64,
+  /**
+   * Expressions being evaluated and blocks being run inside one another, across calls. Nested
+   * blocks take the most stack, about 1 KB a level: 400 levels use under half of Node's default stack.
+   */
+  depth: 400,
+  /** Levels of a nested list made into a tensor (its rank). */
+  literalRank: 64,
+} as const;
 
 const RANDOM_INITS = new Set(['normal', 'uniform', 'xavier_uniform', 'xavier_normal', 'kaiming_uniform', 'kaiming_normal']);
 const SIMPLE_TYPES = new Set(['int', 'float', 'bool', 'str', 'list', 'tensor', 'fn', 'dtype', 'any']);
@@ -56,6 +82,12 @@ class ElabError extends Error {
 }
 /** An expression used a value whose error was already reported. */
 class Silent extends Error {}
+/** A limit of the whole elaboration was passed: nothing more is elaborated. */
+class Abort extends Error {
+  constructor(readonly diagnostics: readonly DslDiagnostic[]) {
+    super(diagnostics.map((d) => d.message).join('\n'));
+  }
+}
 class ReturnSignal {
   constructor(readonly value: Val) {}
 }
@@ -128,6 +160,12 @@ export class Elaborator {
   /** >0 inside for_loop iterations after the first: parameters declared again are shared. */
   private reuseParams = 0;
   private inTopLevel = false;
+  /** Work done so far, against ELABORATION_LIMITS. */
+  private opCount = 0;
+  private steps = 0;
+  private depth = 0;
+  /** Loops being unrolled, outermost first: a diagnostic about unrolled work points at the outermost. */
+  private loops: { readonly what: string; readonly loc: Location; readonly frameSpans: readonly number[] }[] = [];
 
   /** Location excludes, for places named inside messages. */
   private readonly excludes: readonly string[];
@@ -218,6 +256,16 @@ export class Elaborator {
     }
     if (!model || this.diagnostics.length) return this.result();
     this.b.graph.name = model.name;
+    try {
+      this.elaborateModel(model, opts);
+    } catch (e) {
+      if (!(e instanceof Abort)) throw e;
+      this.diagnostics.push(...e.diagnostics);
+    }
+    return this.result();
+  }
+
+  private elaborateModel(model: A.ModelDecl, opts: ElaborateOptions): void {
     this.evalConsts(this.root, new Set());
 
     const env = new Env(this.root, undefined, true);
@@ -243,7 +291,6 @@ export class Elaborator {
     if (this.b.graph.outputs.length === 0 && this.diagnostics.length === 0) {
       this.report(`model '${model.name}' has no outputs (add 'output name = ...' or 'loss = ...')`, model.pos, this.root);
     }
-    return this.result();
   }
 
   private result(): Elaboration {
@@ -286,18 +333,94 @@ export class Elaborator {
   /** Adds an op at `pos`; a builder diagnostic (shape or attribute error) points at `pos`. */
   private emit(kind: string, operands: readonly Value[], attrs: Record<string, AttrValue | undefined>, pos: A.Pos, env: Env, names?: readonly (string | undefined)[]): Value[] {
     if (this.inTopLevel) this.fail(`top-level constants are compile-time values; '${kind}' makes a tensor (declare the constant inside the model)`, pos, env);
+    if (++this.opCount > ELABORATION_LIMITS.ops) this.overBudget(`${ELABORATION_LIMITS.ops.toLocaleString('en-US')} ops`, pos, env);
     this.b.loc = this.loc(pos, env);
+    let results: Value[];
     try {
-      return this.b.ops(kind, operands, attrs, names ? { names } : {});
+      results = this.b.ops(kind, operands, attrs, names ? { names } : {});
     } catch (e) {
       if (e instanceof DiagnosticError) throw new ElabError(e.diagnostics.map((d) => ({ ...d, ...this.spans(pos) })));
       throw e;
     }
+    for (const r of results) this.checkShape(r.type.shape, pos, env, kind);
+    return results;
   }
 
   /** Underline lengths: the op's own token, then the called names of the enclosing calls. */
   private spans(pos: A.Pos): { span: number; frameSpans: readonly number[] } {
     return { span: pos.length, frameSpans: [pos.length, ...this.callSpans] };
+  }
+
+  /**
+   * Counts `n` compile-time steps (statements, iterations, list elements); past the limit the
+   * elaboration stops, at the outermost loop being unrolled or else at `pos`.
+   */
+  private step(n: number, pos: A.Pos, env: Env): void {
+    this.steps += n;
+    if (this.steps > ELABORATION_LIMITS.steps) {
+      this.overBudget(`${ELABORATION_LIMITS.steps.toLocaleString('en-US')} compile-time steps (statements run, loop iterations and list elements built)`, pos, env);
+    }
+  }
+
+  private overBudget(what: string, pos: A.Pos, env: Env): never {
+    const outer = this.loops[0];
+    const notes = [
+      'loops and for_loop are unrolled and functions expanded when the model is compiled (the IR has no run-time loop): use fewer iterations or smaller lists',
+    ];
+    if (outer) {
+      throw new Abort([{ severity: 'error', message: `${outer.what} unrolls into more than ${what}, the most a model may take`, loc: outer.loc, span: outer.frameSpans[0] ?? 1, frameSpans: outer.frameSpans, notes }]);
+    }
+    throw new Abort([{ severity: 'error', message: `the model elaborates into more than ${what}, the most a model may take`, loc: this.loc(pos, env), ...this.spans(pos), notes }]);
+  }
+
+  /** Runs `f` while the loop at `pos` is unrolled. */
+  private inLoop<T>(what: string, pos: A.Pos, env: Env, f: () => T): T {
+    this.loops.push({ what, loc: this.loc(pos, env), frameSpans: this.spans(pos).frameSpans });
+    try {
+      return f();
+    } finally {
+      this.loops.pop();
+    }
+  }
+
+  /** Runs `f` one level deeper in the elaboration's recursion (an expression or a block). */
+  private deeper<T>(pos: A.Pos, env: Env, f: () => T): T {
+    if (this.depth >= ELABORATION_LIMITS.depth) {
+      this.fail(`expressions, blocks and function calls are nested more than ${ELABORATION_LIMITS.depth} levels deep here`, pos, env, [`call chain: ${this.callChain()}`, "split the expression with 'let', or call fewer functions inside one another"]);
+    }
+    this.depth++;
+    try {
+      return f();
+    } finally {
+      this.depth--;
+    }
+  }
+
+  /** The functions being expanded, outermost first, shortened in the middle when long. */
+  private callChain(): string {
+    const names = ['model', ...this.fnStack.map((f) => f.name)];
+    const sites = [...this.callFrames].reverse().map((f) => `${f.file}:${f.line}:${f.col}`);
+    const steps = names.map((n, i) => (i === 0 ? n : `${n} (called at ${sites[i - 1] ?? '?'})`));
+    return (steps.length > 9 ? [...steps.slice(0, 4), '...', ...steps.slice(-4)] : steps).join(' → ');
+  }
+
+  /** A list value, checked against the list limit. */
+  private makeList(items: readonly Val[], pos: A.Pos, env: Env): Val {
+    this.checkListLength(items.length, pos, env);
+    return list(items);
+  }
+
+  private checkListLength(n: number, pos: A.Pos, env: Env, what = 'the list'): void {
+    if (n > ELABORATION_LIMITS.listItems) {
+      this.fail(`${what} would hold ${n} items; a list may hold at most ${ELABORATION_LIMITS.listItems.toLocaleString('en-US')}`, pos, env);
+    }
+    this.step(n, pos, env);
+  }
+
+  /** A tensor shape from the source, checked against the IR's limits (the same message as the text IR and ONNX import). */
+  private checkShape(shape: readonly number[], pos: A.Pos, env: Env, what?: string): void {
+    const p = shapeLimitProblem(shape);
+    if (p) this.fail(what ? `${what}: ${p}` : p, pos, env);
   }
 
   private emit1(kind: string, operands: readonly Value[], attrs: Record<string, AttrValue | undefined>, pos: A.Pos, env: Env): Value {
@@ -307,14 +430,21 @@ export class Elaborator {
   // ---- statements ----
 
   private execBlock(stmts: readonly A.Stmt[], env: Env): void {
-    for (const s of stmts) {
-      try {
-        this.exec(s, env);
-      } catch (e) {
-        this.catchStmt(e);
-        poisonTargets(s, env);
+    const first = stmts[0];
+    if (!first) return;
+    this.deeper(first.pos, env, () => {
+      for (const s of stmts) {
+        try {
+          this.step(1, s.pos, env);
+          this.exec(s, env);
+        } catch (e) {
+          this.catchStmt(e);
+          poisonTargets(s, env);
+          // a failed `return` still ends the function, with an erroneous value (no follow-on errors)
+          if (s.kind === 'return' && env.fnName !== undefined) throw new ReturnSignal(POISON);
+        }
       }
-    }
+    });
   }
 
   private exec(s: A.Stmt, env: Env): void {
@@ -396,10 +526,13 @@ export class Elaborator {
         const it = this.eval(s.iterable, env);
         if (it.k === 'poison') throw new Silent();
         if (it.k !== 'list') this.fail(`'for' loops over a list (such as range(n)), got ${describe(it)}`, s.iterable.pos, env);
-        for (const item of it.items) {
-          env.vars.set(s.name, item);
-          this.execBlock(s.body, env);
-        }
+        this.inLoop(`this 'for' loop`, s.pos, env, () => {
+          for (const item of it.items) {
+            this.step(1, s.pos, env);
+            env.vars.set(s.name, item);
+            this.execBlock(s.body, env);
+          }
+        });
         return;
       }
       case 'expr':
@@ -509,8 +642,11 @@ export class Elaborator {
     const dtype = this.evalDType(t.name, t.pos, env);
     const shape = t.dims.map((d) => {
       if (d.kind !== 'expr') this.fail(`a declared shape must be fully known ('${d.kind === 'any' ? '_' : '...'}' is only allowed in function parameter types)`, d.pos, env);
-      return this.evalInt(d.expr, env, 'a dimension', 0);
+      const n = this.evalInt(d.expr, env, 'a dimension', 0);
+      this.checkShape([n], d.expr.pos, env);
+      return n;
     });
+    this.checkShape(shape, t.pos, env);
     return { dtype, shape };
   }
 
@@ -598,6 +734,10 @@ export class Elaborator {
   // ---- expressions ----
 
   eval(e: A.Expr, env: Env): Val {
+    return this.deeper(e.pos, env, () => this.evalHere(e, env));
+  }
+
+  private evalHere(e: A.Expr, env: Env): Val {
     switch (e.kind) {
       case 'num':
         return num(e.value);
@@ -609,11 +749,24 @@ export class Elaborator {
         return this.lookup(e.name, e.pos, env);
       case 'tuple':
       case 'list':
-        return list(e.items.map((x) => this.eval(x, env)));
+        return this.makeList(e.items.map((x) => this.eval(x, env)), e.pos, env);
       case 'unary':
         return this.unary(e.op, this.eval(e.operand, env), e.pos, env);
-      case 'binary':
-        return this.binary(e.op, this.eval(e.left, env), this.eval(e.right, env), e.pos, env);
+      case 'binary': {
+        // a left-associative chain (a + b + c + ...) nests as deep as it is long: walk it in a loop
+        const chain: Extract<A.Expr, { kind: 'binary' }>[] = [];
+        let x: A.Expr = e;
+        while (x.kind === 'binary') {
+          chain.push(x);
+          x = x.left;
+        }
+        let acc = this.eval(x, env);
+        for (let i = chain.length - 1; i >= 0; i--) {
+          const b = chain[i]!;
+          acc = this.binary(b.op, acc, this.eval(b.right, env), b.pos, env);
+        }
+        return acc;
+      }
       case 'member':
         return this.member(e, env);
       case 'index':
@@ -675,10 +828,19 @@ export class Elaborator {
     if ((l.k === 'str' && r.k === 'str') || (l.k === 'dtype' && r.k === 'dtype')) {
       if (op === '==') return { k: 'bool', v: l.v === r.v };
       if (op === '!=') return { k: 'bool', v: l.v !== r.v };
-      if (op === '+' && l.k === 'str' && r.k === 'str') return { k: 'str', v: l.v + r.v };
+      if (op === '+' && l.k === 'str' && r.k === 'str') {
+        if (l.v.length + r.v.length > ELABORATION_LIMITS.listItems) {
+          this.fail(`the string would hold ${l.v.length + r.v.length} characters; a string may hold at most ${ELABORATION_LIMITS.listItems.toLocaleString('en-US')}`, pos, env);
+        }
+        this.step(l.v.length + r.v.length, pos, env);
+        return { k: 'str', v: l.v + r.v };
+      }
       return bad();
     }
-    if (l.k === 'list' && r.k === 'list' && op === '+') return list([...l.items, ...r.items]);
+    if (l.k === 'list' && r.k === 'list' && op === '+') {
+      this.checkListLength(l.items.length + r.items.length, pos, env);
+      return list([...l.items, ...r.items]);
+    }
     return bad();
   }
 
@@ -727,10 +889,25 @@ export class Elaborator {
       }
       this.fail(`${describe(v)} is computed by the model; a value known at compile time is needed here`, pos, env);
     }
+    const limit = ELABORATION_LIMITS.constantElements;
+    const tooLarge = (n: number): never =>
+      this.fail(`this makes a constant of ${n} elements when the model is compiled; a constant may hold at most ${limit.toLocaleString('en-US')}`, pos, env, [
+        'a tensor filled with one value can be made on the device instead: expand(value, shape=[...])',
+      ]);
+    if (v.k !== 'list' && shape && numElements(shape) > limit) tooLarge(numElements(shape));
+    // the size along the first items, before any value is copied
+    let first: Val = v;
+    const along: number[] = [];
+    while (first.k === 'list' && along.length < ELABORATION_LIMITS.literalRank) {
+      along.push(first.items.length);
+      first = first.items[0] ?? NONE;
+    }
+    if (numElements(along) > limit) tooLarge(numElements(along));
     const values: number[] = [];
     const dims: number[] = [];
     const walk = (x: Val, depth: number): void => {
       if (x.k === 'list') {
+        if (depth >= ELABORATION_LIMITS.literalRank) this.fail(`a tensor literal may nest lists at most ${ELABORATION_LIMITS.literalRank} deep (its rank)`, pos, env);
         if (dims.length === depth) dims.push(x.items.length);
         else if (dims[depth] !== x.items.length) this.fail('the rows of a nested list have different lengths', pos, env);
         for (const item of x.items) walk(item, depth + 1);
@@ -741,9 +918,11 @@ export class Elaborator {
         if (dtype === 'bool') this.fail(`cannot use the number ${x.v} as a bool (use true or false)`, pos, env);
         if (isInteger(dtype) && !Number.isInteger(x.v)) this.fail(`the number ${x.v} is not an integer, but the tensor is ${dtypeShortName(dtype)}`, pos, env);
         if (dtype === 'uint32' && x.v < 0) this.fail(`the number ${x.v} is negative, but the tensor is u32`, pos, env);
+        if (values.length >= limit) tooLarge(numElements(dims));
         values.push(x.v);
       } else if (x.k === 'bool') {
         if (dtype !== 'bool') this.fail(`cannot use ${x.v} with a ${dtypeShortName(dtype)} tensor`, pos, env);
+        if (values.length >= limit) tooLarge(numElements(dims));
         values.push(x.v ? 1 : 0);
       } else if (x.k === 'poison') {
         throw new Silent();
@@ -965,7 +1144,10 @@ export class Elaborator {
 
   private callUser(decl: A.FnDecl, module: SourceModule, positional: Val[], named: Map<string, { v: Val; pos: A.Pos }>, pos: A.Pos, caller: Env): Val {
     if (this.fnStack.includes(decl)) {
-      this.fail(`'${decl.name}' calls itself; functions are expanded where they are called, so they cannot be recursive`, pos, caller);
+      this.fail(`'${decl.name}' calls itself; functions are expanded where they are called, so they cannot be recursive`, pos, caller, [`call chain: ${this.callChain()} → ${decl.name}`]);
+    }
+    if (this.fnStack.length >= ELABORATION_LIMITS.callDepth) {
+      this.fail(`functions are called inside one another more than ${ELABORATION_LIMITS.callDepth} deep here (calling ${decl.name})`, pos, caller, [`call chain: ${this.callChain()} → ${decl.name}`]);
     }
     if (positional.length > decl.params.length) {
       this.fail(`${decl.name} takes ${decl.params.length} argument${decl.params.length === 1 ? '' : 's'}, got ${positional.length}`, pos, caller, [signature(decl)]);
@@ -1118,6 +1300,7 @@ export class Elaborator {
         });
         const [start, stop, step] = ints.length === 1 ? [0, ints[0]!, 1] : [ints[0]!, ints[1]!, ints[2] ?? 1];
         if (step === 0) this.fail('range() step cannot be 0', pos, env);
+        this.checkListLength(Math.max(0, Math.ceil((stop - start) / step)), pos, env, `range(${ints.join(', ')})`);
         const out: Val[] = [];
         for (let i = start; step > 0 ? i < stop : i > stop; i += step) out.push(num(i));
         return list(out);
@@ -1205,26 +1388,29 @@ export class Elaborator {
     const items = single ? [inputs] : inputs.k === 'list' ? inputs.items : [];
     if (items.length === 0 || items.some((v) => v.k !== 'tensor')) this.fail(`for_loop: inputs must be a tensor or a list of tensors, got ${describe(inputs)}`, pos, env);
     let cur = items;
-    for (let i = 0; i < count.v; i++) {
-      if (i > 0) this.reuseParams++;
-      let out: Val;
-      try {
-        out = this.invoke(body.fn, [...cur], new Map(), pos, [], env);
-      } finally {
-        if (i > 0) this.reuseParams--;
-      }
-      if (out.k === 'poison') throw new Silent();
-      const outs = out.k === 'list' ? out.items : [out];
-      if (outs.length !== cur.length) this.fail(`for_loop: the body returns ${outs.length} value${outs.length === 1 ? '' : 's'} for ${cur.length} input${cur.length === 1 ? '' : 's'}`, pos, env);
-      outs.forEach((o, j) => {
-        const inT = (cur[j] as { v: Value }).v.type;
-        if (o.k !== 'tensor' || !typesEqual(o.v.type, inT)) {
-          this.fail(`for_loop: output ${j} of the body is ${describe(o)} but input ${j} is ${formatType(inT)}; each iteration's outputs are the next one's inputs`, pos, env);
+    return this.inLoop('this for_loop', pos, env, () => {
+      for (let i = 0; i < count.v; i++) {
+        this.step(1, pos, env);
+        if (i > 0) this.reuseParams++;
+        let out: Val;
+        try {
+          out = this.invoke(body.fn, [...cur], new Map(), pos, [], env);
+        } finally {
+          if (i > 0) this.reuseParams--;
         }
-      });
-      cur = outs;
-    }
-    return single ? cur[0]! : list(cur);
+        if (out.k === 'poison') throw new Silent();
+        const outs = out.k === 'list' ? out.items : [out];
+        if (outs.length !== cur.length) this.fail(`for_loop: the body returns ${outs.length} value${outs.length === 1 ? '' : 's'} for ${cur.length} input${cur.length === 1 ? '' : 's'}`, pos, env);
+        outs.forEach((o, j) => {
+          const inT = (cur[j] as { v: Value }).v.type;
+          if (o.k !== 'tensor' || !typesEqual(o.v.type, inT)) {
+            this.fail(`for_loop: output ${j} of the body is ${describe(o)} but input ${j} is ${formatType(inT)}; each iteration's outputs are the next one's inputs`, pos, env);
+          }
+        });
+        cur = outs;
+      }
+      return single ? cur[0]! : list(cur);
+    });
   }
 
   private expectTensor(v: Val, pos: A.Pos, env: Env, what: string): Value {
@@ -1272,8 +1458,16 @@ export function exprText(e: A.Expr): string {
       return `[${e.items.map(exprText).join(', ')}]`;
     case 'unary':
       return `${e.op}${exprText(e.operand)}`;
-    case 'binary':
-      return `${exprText(e.left)} ${e.op} ${exprText(e.right)}`;
+    case 'binary': {
+      // left-associative chains can be long: walk the left side in a loop
+      const rights: string[] = [];
+      let x: A.Expr = e;
+      while (x.kind === 'binary') {
+        rights.push(` ${x.op} ${exprText(x.right)}`);
+        x = x.left;
+      }
+      return exprText(x) + rights.reverse().join('');
+    }
     case 'member':
       return `${exprText(e.target)}.${e.name}`;
     case 'call':

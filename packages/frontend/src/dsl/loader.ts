@@ -1,4 +1,4 @@
-import { readFileSync, realpathSync } from 'node:fs';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Diagnostic, Graph, SourceLookup, error } from '@tilegraph/ir';
@@ -35,7 +35,7 @@ export interface LoadOptions extends ElaborateOptions {
 /** The real path of `p` when it exists (links followed), else `p` resolved. */
 export function realOrResolved(p: string): string {
   try {
-    return realpathSync.native(p);
+    return fs.realpathSync.native(p);
   } catch {
     return path.resolve(p);
   }
@@ -54,12 +54,43 @@ export interface ModelCompilation {
   readonly sources: SourceLookup;
 }
 
-function defaultRead(p: string): string | undefined {
+/** The largest model file read (a model's source is kilobytes; this stops a runaway read). */
+export const MAX_MODEL_FILE_BYTES = 64 * 1024 * 1024;
+/** Imports nested inside one another at most this deep (loading recurses once per level). */
+export const MAX_IMPORT_DEPTH = 64;
+
+/** A file's text, or why it was not read. */
+type ReadResult = { readonly text: string } | { readonly problem: string; readonly missing?: boolean };
+
+/**
+ * Reads a model file: only a regular file of at most MAX_MODEL_FILE_BYTES. It is opened without
+ * blocking and checked through its descriptor, so a FIFO or a device never stalls or floods the read.
+ */
+export function readModelText(p: string): ReadResult {
+  let fd: number;
   try {
-    return readFileSync(p, 'utf8');
-  } catch {
-    return undefined;
+    fd = fs.openSync(p, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return { problem: code === 'ENOENT' || code === 'ENOTDIR' ? 'there is no such file' : `it cannot be read (${code ?? (e as Error).message})`, missing: code === 'ENOENT' || code === 'ENOTDIR' };
   }
+  try {
+    const st = fs.fstatSync(fd);
+    if (st.isDirectory()) return { problem: 'it is a folder' };
+    if (!st.isFile()) return { problem: `it is not a regular file (${st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device'}); only regular files are read` };
+    if (st.size > MAX_MODEL_FILE_BYTES) return { problem: `it holds ${st.size} bytes; a model file may hold at most ${MAX_MODEL_FILE_BYTES} (64 MiB)` };
+    return { text: fs.readFileSync(fd, 'utf8') };
+  } catch (e) {
+    return { problem: `it cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})` };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function readWith(opts: LoadOptions, p: string): ReadResult {
+  if (!opts.readFile) return readModelText(p);
+  const text = opts.readFile(p);
+  return text === undefined ? { problem: 'it cannot be read', missing: true } : { text };
 }
 
 function syntaxDiagnostics(text: string, file: string): { ast?: ModelFile; diagnostics: Diagnostic[] } {
@@ -82,14 +113,14 @@ class SourceSet {
   readonly texts = new Map<string, string>();
   readonly diagnostics: Diagnostic[] = [];
   private readonly byReal = new Map<string, SourceModule | null>();
-  private readonly read: (p: string) => string | undefined;
+  private readonly read: (p: string) => ReadResult;
   private readonly stdlibDir: string;
 
   /** Where imports may read: the root file's folder, the standard library, the user's import paths. */
   private readonly roots: string[];
 
   constructor(opts: LoadOptions, rootFile: string) {
-    this.read = opts.readFile ?? defaultRead;
+    this.read = (p) => readWith(opts, p);
     this.stdlibDir = opts.stdlibDir ?? STDLIB_DIR;
     this.roots = [path.dirname(rootFile), this.stdlibDir, ...(opts.importPaths ?? [])].map((d) => realOrResolved(path.resolve(d)));
   }
@@ -113,6 +144,10 @@ class SourceSet {
       const std = item.path.startsWith(STDLIB_PREFIX);
       const childReal = std ? path.join(this.stdlibDir, item.path.slice(STDLIB_PREFIX.length)) : path.resolve(path.dirname(real), item.path);
       const childDisplay = std ? item.path : path.posix.normalize(path.posix.join(path.posix.dirname(display), item.path));
+      if (stack.length >= MAX_IMPORT_DEPTH) {
+        this.diagnostics.push({ ...error(`imports are nested more than ${MAX_IMPORT_DEPTH} deep here`, at, [`import chain: ${importChain([...stack, real])}`]), span: item.pos.length });
+        continue;
+      }
       if (stack.includes(childReal) || childReal === real) {
         this.diagnostics.push({ ...error(`import cycle: ${item.path} imports (directly or not) ${display}`, at), span: item.pos.length });
         continue;
@@ -128,14 +163,19 @@ class SourceSet {
       }
       let child = this.byReal.get(childReal);
       if (child === undefined) {
-        const childText = this.read(childReal);
-        if (childText === undefined) {
-          const what = std ? `there is no standard library file '${item.path}' (in ${this.stdlibDir.replace(/[\\/]$/, '')})` : `cannot read '${item.path}' (looked for ${childReal})`;
+        const read = this.read(childReal);
+        if (!('text' in read)) {
+          const what =
+            std && read.missing
+              ? `there is no standard library file '${item.path}' (in ${this.stdlibDir.replace(/[\\/]$/, '')})`
+              : read.missing
+                ? `cannot read '${item.path}' (looked for ${childReal})`
+                : `cannot import '${item.path}': ${read.problem}`;
           this.diagnostics.push({ ...error(what, at), span: item.pos.length });
           this.byReal.set(childReal, null);
           continue;
         }
-        child = this.load(childText, childDisplay, childReal, [...stack, real]) ?? null;
+        child = this.load(read.text, childDisplay, childReal, [...stack, real]) ?? null;
       }
       if (child) imports.push(item.alias !== undefined ? { alias: item.alias, module: child } : { module: child });
     }
@@ -169,7 +209,16 @@ export function loadModelFile(file: string, opts: LoadOptions = {}): Graph {
 }
 
 export function loadModelFileFull(file: string, opts: LoadOptions = {}): ModelCompilation {
-  const text = (opts.readFile ?? defaultRead)(path.resolve(file));
-  if (text === undefined) throw new DslError([error(`cannot read the model file '${file}'`)], () => undefined);
-  return compileModelSourceFull(text, file, opts);
+  const read = readWith(opts, path.resolve(file));
+  if (!('text' in read)) {
+    throw new DslError([error(read.missing ? `cannot read the model file '${file}'` : `cannot read the model file '${file}': ${read.problem}`)], () => undefined);
+  }
+  return compileModelSourceFull(read.text, file, opts);
+}
+
+/** `a.tg → b.tg → ...`, shortened in the middle when long. */
+function importChain(files: readonly string[]): string {
+  const names = files.map((f) => path.basename(f));
+  const shown = names.length > 8 ? [...names.slice(0, 3), '...', ...names.slice(-3)] : names;
+  return shown.join(' → ');
 }

@@ -40,10 +40,41 @@ const messages: IParserErrorMessageProvider = {
   buildEarlyExitMessage: ({ actual, ruleName }) => `expected ${RULE_WANTS[ruleName] ?? 'something else'} but found ${describe(actual[0])}`,
 };
 
+/**
+ * The most levels a model file may nest: brackets, calls, indexing, blocks, prefix operators, `**`,
+ * `else if` and member/call/index suffixes each open one. Parsing, the syntax tree and elaboration
+ * recurse once per level, and each level of parentheses takes about 6 KB of the stack in the
+ * parser: 100 levels stay well inside Node's default stack wherever the parser is called from.
+ */
+export const MAX_NESTING = 100;
+
+/** Thrown out of the parser (chevrotain passes on errors that are not its own) at the level past MAX_NESTING. */
+class TooDeep extends Error {
+  constructor(readonly token: IToken) {
+    super('nesting too deep');
+  }
+}
+
 class TgParser extends CstParser {
+  /** Levels open at the current token. */
+  depth = 0;
+
   constructor() {
     super(ALL_TOKENS, { recoveryEnabled: true, errorMessageProvider: messages, maxLookahead: 3 });
     this.performSelfAnalysis();
+  }
+
+  /** Runs `f` one level deeper; `at` is the token that opened the level. */
+  private nested<T>(at: IToken, f: () => T): T {
+    if (++this.depth > MAX_NESTING && !this.RECORDING_PHASE) {
+      this.depth--;
+      throw new TooDeep(at);
+    }
+    try {
+      return f();
+    } finally {
+      this.depth--;
+    }
   }
 
   file = this.RULE('file', () => {
@@ -151,10 +182,12 @@ class TgParser extends CstParser {
   });
 
   body = this.RULE('body', () => {
-    this.CONSUME(LCurly);
-    this.MANY(() => {
-      this.OR([{ ALT: () => this.CONSUME(Sep) }, { ALT: () => this.SUBRULE(this.stmtLine) }]);
-    });
+    const open = this.CONSUME(LCurly);
+    this.nested(open, () =>
+      this.MANY(() => {
+        this.OR([{ ALT: () => this.CONSUME(Sep) }, { ALT: () => this.SUBRULE(this.stmtLine) }]);
+      }),
+    );
     this.CONSUME(RCurly);
   });
 
@@ -193,16 +226,18 @@ class TgParser extends CstParser {
       { ALT: () => this.CONSUME(Ident) },
       {
         ALT: () => {
-          this.CONSUME(LParen);
-          this.SUBRULE(this.pattern);
-          this.MANY({
-            GATE: () => this.LA(2).tokenType !== RParen,
-            DEF: () => {
-              this.CONSUME(Comma);
-              this.SUBRULE2(this.pattern);
-            },
+          const open = this.CONSUME(LParen);
+          this.nested(open, () => {
+            this.SUBRULE(this.pattern);
+            this.MANY({
+              GATE: () => this.LA(2).tokenType !== RParen,
+              DEF: () => {
+                this.CONSUME(Comma);
+                this.SUBRULE2(this.pattern);
+              },
+            });
+            this.OPTION(() => this.CONSUME2(Comma));
           });
-          this.OPTION(() => this.CONSUME2(Comma));
           this.CONSUME(RParen);
         },
       },
@@ -280,8 +315,9 @@ class TgParser extends CstParser {
     this.SUBRULE(this.expr);
     this.SUBRULE(this.body);
     this.OPTION(() => {
-      this.CONSUME(Else);
-      this.OR([{ ALT: () => this.SUBRULE(this.ifStmt) }, { ALT: () => this.SUBRULE2(this.body) }]);
+      const kw = this.CONSUME(Else);
+      // an `else if` chain nests in the syntax tree like a block
+      this.OR([{ ALT: () => this.nested(kw, () => this.SUBRULE(this.ifStmt)) }, { ALT: () => this.SUBRULE2(this.body) }]);
     });
   });
 
@@ -339,8 +375,8 @@ class TgParser extends CstParser {
     this.OR([
       {
         ALT: () => {
-          this.OR2([{ ALT: () => this.CONSUME(Minus) }, { ALT: () => this.CONSUME(Bang) }]);
-          this.SUBRULE(this.unaryExpr);
+          const op = this.OR2([{ ALT: () => this.CONSUME(Minus) }, { ALT: () => this.CONSUME(Bang) }]);
+          this.nested(op, () => this.SUBRULE(this.unaryExpr));
         },
       },
       { ALT: () => this.SUBRULE(this.powExpr) },
@@ -350,40 +386,51 @@ class TgParser extends CstParser {
   powExpr = this.RULE('powExpr', () => {
     this.SUBRULE(this.postfixExpr);
     this.OPTION(() => {
-      this.CONSUME(StarStar);
-      this.SUBRULE(this.unaryExpr);
+      const op = this.CONSUME(StarStar);
+      this.nested(op, () => this.SUBRULE(this.unaryExpr));
     });
   });
 
   postfixExpr = this.RULE('postfixExpr', () => {
     this.SUBRULE(this.primary);
-    this.MANY(() => {
-      this.OR([
-        { ALT: () => this.SUBRULE(this.callSuffix) },
-        { ALT: () => this.SUBRULE(this.indexSuffix) },
-        {
-          ALT: () => {
-            this.CONSUME(Dot);
-            this.CONSUME(Ident);
+    // each further suffix wraps the expression before it: a chain nests as deep as it is long
+    const before = this.depth;
+    let suffixes = 0;
+    try {
+      this.MANY(() => {
+        const t = this.LA(1);
+        if (suffixes++ > 0 && ++this.depth > MAX_NESTING && !this.RECORDING_PHASE) throw new TooDeep(t);
+        this.OR([
+          { ALT: () => this.SUBRULE(this.callSuffix) },
+          { ALT: () => this.SUBRULE(this.indexSuffix) },
+          {
+            ALT: () => {
+              this.CONSUME(Dot);
+              this.CONSUME(Ident);
+            },
           },
-        },
-      ]);
-    });
+        ]);
+      });
+    } finally {
+      this.depth = before;
+    }
   });
 
   callSuffix = this.RULE('callSuffix', () => {
-    this.CONSUME(LParen);
-    this.OPTION(() => {
-      this.SUBRULE(this.arg);
-      this.MANY({
-        GATE: () => this.LA(2).tokenType !== RParen,
-        DEF: () => {
-          this.CONSUME(Comma);
-          this.SUBRULE2(this.arg);
-        },
-      });
-      this.OPTION2(() => this.CONSUME2(Comma));
-    });
+    const open = this.CONSUME(LParen);
+    this.nested(open, () =>
+      this.OPTION(() => {
+        this.SUBRULE(this.arg);
+        this.MANY({
+          GATE: () => this.LA(2).tokenType !== RParen,
+          DEF: () => {
+            this.CONSUME(Comma);
+            this.SUBRULE2(this.arg);
+          },
+        });
+        this.OPTION2(() => this.CONSUME2(Comma));
+      }),
+    );
     this.CONSUME(RParen);
     this.OPTION3(() => {
       this.CONSUME(As);
@@ -410,18 +457,20 @@ class TgParser extends CstParser {
   asSegment = this.RULE('asSegment', () => {
     this.OR([{ ALT: () => this.CONSUME(Ident) }, { ALT: () => this.CONSUME(NumberLit) }]);
     this.MANY(() => {
-      this.CONSUME(LBracket);
-      this.SUBRULE(this.expr);
+      const open = this.CONSUME(LBracket);
+      this.nested(open, () => this.SUBRULE(this.expr));
       this.CONSUME(RBracket);
     });
   });
 
   indexSuffix = this.RULE('indexSuffix', () => {
-    this.CONSUME(LBracket);
-    this.SUBRULE(this.subscript);
-    this.MANY(() => {
-      this.CONSUME(Comma);
-      this.SUBRULE2(this.subscript);
+    const open = this.CONSUME(LBracket);
+    this.nested(open, () => {
+      this.SUBRULE(this.subscript);
+      this.MANY(() => {
+        this.CONSUME(Comma);
+        this.SUBRULE2(this.subscript);
+      });
     });
     this.CONSUME(RBracket);
   });
@@ -458,15 +507,15 @@ class TgParser extends CstParser {
       { ALT: () => this.CONSUME(Ident) },
       {
         ALT: () => {
-          this.CONSUME(LParen);
-          this.OPTION(() => this.SUBRULE(this.exprList));
+          const open = this.CONSUME(LParen);
+          this.nested(open, () => this.OPTION(() => this.SUBRULE(this.exprList)));
           this.CONSUME(RParen);
         },
       },
       {
         ALT: () => {
-          this.CONSUME(LBracket);
-          this.OPTION2(() => this.SUBRULE2(this.exprList));
+          const open = this.CONSUME(LBracket);
+          this.nested(open, () => this.OPTION2(() => this.SUBRULE2(this.exprList)));
           this.CONSUME(RBracket);
         },
       },
@@ -521,7 +570,15 @@ export function parseFile(text: string, file: string): ParseResult {
   let from = 0;
   while (from < tokens.length) {
     p.input = tokens.slice(from);
-    const tree = p.file();
+    p.depth = 0;
+    let tree: CstNode;
+    try {
+      tree = p.file();
+    } catch (e) {
+      if (!(e instanceof TooDeep)) throw e;
+      p.input = []; // the parser is reused: keep no tokens alive
+      return { problems: [...lexProblems, tooDeep(e.token)].sort((a, b) => a.line - b.line || a.col - b.col) };
+    }
     cst ??= tree;
     // A '}' left over at the top level after an earlier error is that error's echo.
     const echo = (e: IRecognitionException) =>
@@ -566,6 +623,16 @@ export function parseFile(text: string, file: string): ParseResult {
     });
   if (unique.length > 0 || !cst) return { problems: unique };
   return { ast: toAst(cst, file), problems: [] };
+}
+
+/** The problem at the token that opened one level too many (only this one: the rest of the file is not parsed). */
+function tooDeep(t: IToken): SyntaxProblem {
+  return {
+    message: `this nests more than ${MAX_NESTING} levels deep (brackets, calls, indexing, blocks and operators count); split it up with 'let' or into functions`,
+    line: t.startLine ?? 1,
+    col: t.startColumn ?? 1,
+    length: Math.max(1, t.image.length),
+  };
 }
 
 // ---- CST to AST ----

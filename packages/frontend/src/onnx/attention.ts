@@ -1,5 +1,5 @@
 import { Tensor, Value } from '@tilegraph/ir';
-import { Emitter, NodeContext } from './context.js';
+import { Emitter, MAX_FOLD_ELEMENTS, NodeContext } from './context.js';
 import { irDTypeOf } from './tensor.js';
 
 /** Attention-23/24 and RotaryEmbedding-23 written with matmul, softmax and element-wise ops. */
@@ -50,6 +50,10 @@ export function attention(c: NodeContext): (Value | undefined)[] {
   v = presentValue;
   const kvLen = k.type.shape[2]!;
   const pastLen = pastKey ? pastKey.type.shape[2]! : 0;
+  // the masks below are built at import: their size is bounded like any folded constant
+  const table = (n: number) => {
+    if (n > MAX_FOLD_ELEMENTS) c.unsupported(`the attention mask would need a table of ${n} entries, more than the importer builds (${MAX_FOLD_ELEMENTS})`);
+  };
 
   // the additive bias: mask (padded to the key length), causal frontier, key padding
   let m = mask;
@@ -67,6 +71,7 @@ export function attention(c: NodeContext): (Value | undefined)[] {
   if (c.int('is_causal', 0) !== 0) {
     if (!pastKey && nonpad) {
       // per-batch frontier: key j is visible to query i when j <= i + nonpad[b] - qLen
+      table(Math.max(qLen, kvLen));
       const offs = e.sub(e.cast(nonpad, 'int32'), e.scalar('int32', qLen));
       const i = e.constant(Tensor.from('int32', [1, qLen, 1], [...Array(qLen).keys()]));
       const j = e.constant(Tensor.from('int32', [1, 1, kvLen], [...Array(kvLen).keys()]));
@@ -75,6 +80,7 @@ export function attention(c: NodeContext): (Value | undefined)[] {
       const causal = reshape(e, maskBias(e, allowed, q), [batch, 1, qLen, kvLen]);
       bias = bias ? e.add(bias, causal) : causal;
     } else {
+      table(qLen * kvLen);
       const allowed = Tensor.zeros('bool', [qLen, kvLen]);
       for (let i = 0; i < qLen; i++) for (let j = 0; j < kvLen; j++) allowed.data[i * kvLen + j] = j - pastLen > i ? 0 : 1;
       const causal = maskBias(e, e.constant(allowed), q);
@@ -82,6 +88,7 @@ export function attention(c: NodeContext): (Value | undefined)[] {
     }
   }
   if (nonpad) {
+    table(kvLen);
     const j = e.constant(Tensor.from('int32', [1, kvLen], [...Array(kvLen).keys()]));
     const valid = e.op('less', [j, reshape(e, e.cast(nonpad, 'int32'), [batch, 1])]);
     const padding = reshape(e, maskBias(e, valid, q), [batch, 1, 1, kvLen]);

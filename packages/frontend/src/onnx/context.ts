@@ -14,6 +14,7 @@ import {
   getOpDef,
   inferOp,
   numElements,
+  shapeLimitProblem,
 } from '@tilegraph/ir';
 import { OnnxUnsupportedError } from './errors.js';
 import { ATTR_TYPE, AttributeProto, NodeProto, ONNX_DTYPE, bytesToString, int64 } from './proto.js';
@@ -70,7 +71,7 @@ export class Emitter {
         const full = completeAttrs(def, attrs);
         const types = inferOp(def, operands.map((v) => v.type), full);
         // large results stay run-time ops: folding them would hold big constants in the graph
-        if (types.some((t) => numElements(t.shape) > MAX_FOLD_ELEMENTS)) return this.s.b.addOp(kind, operands, attrs).results;
+        if (types.some((t) => numElements(t.shape) > MAX_FOLD_ELEMENTS)) return this.checked(kind, this.s.b.addOp(kind, operands, attrs).results);
         results = def.kernel(operands.map((v) => this.s.consts.get(v)!), full, FOLD_CONTEXT);
       } catch (e) {
         if (e instanceof ShapeError) throw new DiagnosticError(error(`${kind}: ${e.message}`, this.loc));
@@ -78,7 +79,16 @@ export class Emitter {
       }
       return results.map((t) => this.constant(t));
     }
-    return this.s.b.addOp(kind, operands, attrs).results;
+    return this.checked(kind, this.s.b.addOp(kind, operands, attrs).results);
+  }
+
+  /** Results within the IR's shape limits (the message the model language and the text IR give). */
+  private checked(kind: string, results: Value[]): Value[] {
+    for (const r of results) {
+      const p = shapeLimitProblem(r.type.shape);
+      if (p) throw new DiagnosticError(error(`${kind}: ${p}`, this.loc));
+    }
+    return results;
   }
 
   op(kind: string, operands: readonly Value[], attrs: Readonly<Record<string, AttrValue | undefined>> = {}): Value {
@@ -91,6 +101,15 @@ export class Emitter {
     const v = this.s.b.constant(t);
     this.s.consts.set(v, t);
     return v;
+  }
+
+  /**
+   * A tensor holding one value everywhere: a constant when small, else a scalar expanded on the
+   * device, so that a shape taken from the model never makes the importer build a huge array.
+   */
+  filled(dtype: DType, shape: readonly number[], x: number): Value {
+    if (numElements(shape) <= MAX_FOLD_ELEMENTS) return this.constant(Tensor.full(dtype, shape, x));
+    return this.op('expand', [this.scalar(dtype, x)], { shape: [...shape] });
   }
 
   scalar(dtype: DType, x: number): Value {

@@ -1,7 +1,8 @@
-import { DType, MAX_TENSOR_ELEMENTS, Tensor, Value, isFloat, numElements, stridesOf } from '@tilegraph/ir';
+import { DType, MAX_TENSOR_ELEMENTS, Tensor, Value, isFloat, numElements, shapeLimitProblem, stridesOf } from '@tilegraph/ir';
 import { Emitter, NodeContext, clampIndex } from './context.js';
 import { ATTR_TYPE, ONNX_DTYPE, bytesToString, int64 } from './proto.js';
 import { isPopartAnnotation } from './placement.js';
+import { unsupported } from './errors.js';
 import { irDTypeOf, tensorFromProto } from './tensor.js';
 
 /**
@@ -33,13 +34,10 @@ function checkTable(c: NodeContext, n: number, what: string): void {
   if (!(n <= MAX_TABLE)) c.unsupported(`${what} would need a table of ${n} entries, more than the importer builds (${MAX_TABLE})`);
 }
 
+/** A shape read from the model, checked against the IR's limits (the message every front end gives). */
 export function checkShape(c: NodeContext, shape: number[]): number[] {
-  let n = 1;
-  for (const d of shape) {
-    if (!Number.isSafeInteger(d) || d < 0) c.fail(`shape [${shape.join(',')}] has an invalid dimension ${d}`);
-    n *= d;
-  }
-  if (n > MAX_TENSOR_ELEMENTS) c.fail(`shape [${shape.join(',')}] has ${n} elements, more than a tensor may hold`);
+  const problem = shapeLimitProblem(shape);
+  if (problem) c.fail(problem);
   return shape;
 }
 
@@ -125,7 +123,7 @@ export function atanh(e: Emitter, x: Value): Value {
 }
 
 export function isInf(e: Emitter, x: Value, pos: boolean, neg: boolean): Value {
-  if (!isFloat(x.type.dtype) || (!pos && !neg)) return e.constant(Tensor.zeros('bool', shapeOf(x)));
+  if (!isFloat(x.type.dtype) || (!pos && !neg)) return e.filled('bool', shapeOf(x), 0);
   if (pos && neg) return e.op('equal', [e.unary('abs', x), e.like(x, Infinity)]);
   return e.op('equal', [x, e.like(x, pos ? Infinity : -Infinity)]);
 }
@@ -360,7 +358,7 @@ export function gatherND(c: NodeContext, x: Value, indices: Value, batchDims: nu
   // flat index into the indexed dims: sum of index * stride, negative indices wrapped per dim
   const st = stridesOf(indexed);
   const idx = wrapIndices(e, indices, e.constant(Tensor.from('int32', [k], indexed)));
-  let flat = k === 0 ? e.constant(Tensor.zeros('int32', is.slice(0, -1))) : e.op('reduce_sum', [e.mul(idx, e.constant(Tensor.from('int32', [k], st)))], { axes: [-1], keepdims: false });
+  let flat = k === 0 ? e.filled('int32', is.slice(0, -1), 0) : e.op('reduce_sum', [e.mul(idx, e.constant(Tensor.from('int32', [k], st)))], { axes: [-1], keepdims: false });
   if (b > 0) {
     // offset each batch entry into its own block
     const inner = is.slice(b, -1);
@@ -585,6 +583,7 @@ function diagonalize(c: NodeContext, v: Value, labels: string[]): Labeled {
     const r = cur.labels.length;
     const n = cur.value.type.shape[first]!;
     if (cur.value.type.shape[dup] !== n) c.fail(`repeated label '${cur.labels[dup]}' has sizes ${n} and ${cur.value.type.shape[dup]}`);
+    checkTable(c, n, 'the diagonal');
     const rest = [...Array(r).keys()].filter((i) => i !== first && i !== dup);
     const t = transpose(e, cur.value, [...rest, first, dup]);
     const flat = reshape(e, t, [...rest.map((i) => cur.value.type.shape[i]!), n * n]);
@@ -796,6 +795,7 @@ export function groupNorm(c: NodeContext): Value {
   if (groups < 1 || ch % groups !== 0) c.fail(`channels ${ch} are not a multiple of num_groups ${groups}`);
   if (c.opset < 21 && numElements(scale.type.shape) === groups && groups !== ch) {
     // GroupNormalization-18 scales per group: repeat each entry for the channels of its group
+    checkTable(c, ch, 'the channel table');
     const idx = e.ints(Array.from({ length: ch }, (_, i) => Math.floor(i / (ch / groups))));
     scale = e.op('gather', [reshape(e, scale, [groups]), idx], { axis: 0 });
     bias = e.op('gather', [reshape(e, bias, [groups]), idx], { axis: 0 });
@@ -908,6 +908,7 @@ export function hardmax(e: Emitter, x: Value, axis: number): Value {
   const a = axis < 0 ? axis + r : axis;
   const idx = e.op('argmax', [x], { axis: a, keepdims: true });
   const n = x.type.shape[a]!;
+  if (n > MAX_TABLE) unsupported(`Hardmax over an axis of ${n} would need a table of ${n} entries, more than the importer builds (${MAX_TABLE})`, e.loc);
   const iota = e.constant(Tensor.from('int32', alongAxis(r, a, n), [...Array(n).keys()]));
   return e.cast(e.op('equal', [idx, iota]), x.type.dtype);
 }
@@ -975,7 +976,7 @@ export function dropout(c: NodeContext): (Value | undefined)[] {
     const [y, mask] = e.ops('dropout', [x], { ratio, seed: c.int('seed', 0) | 0, training: true });
     return [y, mask];
   }
-  const mask = c.wants(1) ? e.constant(Tensor.full('bool', shapeOf(x), 1)) : undefined;
+  const mask = c.wants(1) ? e.filled('bool', shapeOf(x), 1) : undefined;
   return [x, mask];
 }
 
@@ -1350,7 +1351,7 @@ export function scatterND(c: NodeContext): Value {
   const nRows = numElements(is.slice(0, -1));
   const idx = wrapIndices(e, indices, e.constant(Tensor.from('int32', [k], lead)));
   const st = stridesOf(lead);
-  const pos = k === 0 ? e.constant(Tensor.zeros('int32', [nRows])) : reshape(e, e.op('reduce_sum', [e.mul(idx, e.constant(Tensor.from('int32', [k], st)))], { axes: [-1], keepdims: false }), [nRows]);
+  const pos = k === 0 ? e.filled('int32', [nRows], 0) : reshape(e, e.op('reduce_sum', [e.mul(idx, e.constant(Tensor.from('int32', [k], st)))], { axes: [-1], keepdims: false }), [nRows]);
   const r = numElements(rest);
   const out = scatterRows(c, reshape(e, data, [numElements(lead), r]), reshape(e, updates, [nRows, r]), pos, scatterReduction(c));
   return reshape(e, out, ds);
@@ -1694,6 +1695,7 @@ export function gridSample(c: NodeContext): Value {
   };
   // fetch from [N·H·W, C] by flat pixel index
   const table = reshape(e, e.op('transpose', [x], { perm: [0, 2, 3, 1] }), [n * h * w, ch]);
+  checkTable(c, n, 'the batch offsets');
   const batchOff = e.constant(Tensor.from('int32', [n, 1, 1], Array.from({ length: n }, (_, i) => i * h * w)));
   const index = (v: Value, len: number): { idx: Value; valid?: Value } => {
     let iv = v;

@@ -56,13 +56,27 @@ const DEFAULT_DOMAINS = new Set(['', 'ai.onnx']);
 /** Most subgraph copies (loop iterations, scan steps, branches) one import may make. */
 const MAX_INLINED_NODES = 10_000;
 
+/** A protobuf message is at most 2 GiB; larger models keep their weights in external data files. */
+const MAX_ONNX_FILE_BYTES = 2 ** 31 - 1;
+
 /** Imports an ONNX model file; external data is read relative to its folder. */
 export function importOnnxFile(file: string, opts: OnnxImportOptions = {}): OnnxImportResult {
   let bytes: Uint8Array;
+  let fd: number | undefined;
   try {
-    bytes = fs.readFileSync(file);
+    // opened without blocking and checked through the descriptor: a FIFO or device is refused, not read
+    fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0));
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) throw new DiagnosticError(error(`cannot read '${file}': it is not a regular file (${st.isDirectory() ? 'a folder' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device'})`));
+    if (st.size > MAX_ONNX_FILE_BYTES) {
+      throw new DiagnosticError(error(`cannot read '${file}': it holds ${st.size} bytes, more than an ONNX protobuf may (${MAX_ONNX_FILE_BYTES})`, undefined, ['save the weights as external data (onnx.save_model(..., save_as_external_data=True))']));
+    }
+    bytes = fs.readFileSync(fd);
   } catch (e) {
+    if (e instanceof DiagnosticError) throw e;
     throw new DiagnosticError(error(`cannot read '${file}': ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`));
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
   return importOnnx(bytes, { file: path.basename(file), modelDir: path.dirname(path.resolve(file)), ...opts });
 }
@@ -79,6 +93,10 @@ export function importOnnx(bytes: Uint8Array, opts: OnnxImportOptions = {}): Onn
     if (bytes.length === 0) throw new Error('the file is empty');
     model = decodeModel(bytes);
   } catch (e) {
+    // the decoder recurses once per nested message: a model nested past the stack is refused as such
+    if (e instanceof RangeError && /call stack/i.test(e.message)) {
+      throw new DiagnosticError(error(`${file}: its messages are nested too deeply to decode (graphs inside nodes inside graphs)`, { frames: [{ file }] }, [`the importer reads subgraphs nested at most ${MAX_SUBGRAPH_DEPTH} deep`]));
+    }
     throw new DiagnosticError(error(`${file} is not a valid ONNX model: ${(e as Error).message}`, undefined, ['the file may be truncated or not an ONNX protobuf']));
   }
   try {
@@ -119,12 +137,19 @@ function subgraphsOf(n: NodeProto): GraphProto[] {
   return out;
 }
 
+/** Subgraphs (If branches, Loop and Scan bodies) nested in one another at most this deep. */
+const MAX_SUBGRAPH_DEPTH = 64;
+
 /** Every node of a graph and of its subgraphs, with the path of node names leading to it. */
-function allNodes(nodes: readonly NodeProto[], visit: (n: NodeProto, i: number, depth: number) => void, depth = 0): void {
-  if (depth > 64) throw new DiagnosticError(error('subgraphs are nested more than 64 deep'));
+function allNodes(nodes: readonly NodeProto[], visit: (n: NodeProto, i: number, depth: number) => void, file: string, depth = 0, path = ''): void {
   nodes.forEach((n, i) => {
     visit(n, i, depth);
-    for (const g of subgraphsOf(n)) allNodes(g.node ?? [], visit, depth + 1);
+    const name = `${path}${n.name || `${n.opType ?? 'node'}_${i}`}`;
+    const subs = subgraphsOf(n);
+    if (subs.length && depth >= MAX_SUBGRAPH_DEPTH) {
+      throw new DiagnosticError(error(`${n.opType ?? 'node'} node '${name}': subgraphs are nested more than ${MAX_SUBGRAPH_DEPTH} deep here`, { frames: [{ file, name }] }, ['flatten the If/Loop/Scan nesting of the model']));
+    }
+    for (const g of subs) allNodes(g.node ?? [], visit, file, depth + 1, `${name}/`);
   });
 }
 
@@ -255,7 +280,7 @@ class OnnxImporter {
     allNodes(nodes, (n) => {
       for (const i of n.input ?? []) if (i) this.used.add(i);
       for (const g2 of subgraphsOf(n)) for (const o of g2.output ?? []) if (o.name) this.used.add(o.name);
-    });
+    }, this.file);
     for (const o of g.output ?? []) if (o.name) this.used.add(o.name);
     for (const { node, index } of this.order(nodes, this.values)) this.lowerNode(node, index, this.values, '');
 
@@ -290,7 +315,7 @@ class OnnxImporter {
         if (!missing.has(key)) missing.set(key, []);
         missing.get(key)!.push(this.nodeName(n, i));
       }
-    });
+    }, this.file);
     if (missing.size === 0) return;
     const list = [...missing.entries()].map(([op, names]) => {
       const shown = names.slice(0, 4).map((x) => `'${x}'`).join(', ');

@@ -85,7 +85,7 @@ export function recurrent(c: NodeContext, kind: Kind): (Value | undefined)[] {
   const linearBeforeReset = kind === 'GRU' && c.int('linear_before_reset', 0) !== 0;
   if (kind === 'LSTM' && c.int('input_forget', 0) !== 0) c.unsupported(`input_forget is not supported`);
   const dtype = x.type.dtype;
-  const zeroState = e.constant(Tensor.zeros(dtype, [batch, hidden]));
+  const zeroState = e.filled(dtype, [batch, hidden], 0);
   // step t of batch entry i is live while t < seqLens[i]
   const lens = seqLens ? e.op('unsqueeze', [e.cast(seqLens, 'int32')], { axes: [1] }) : undefined;
   const clipped = (v: Value) => (clip === undefined ? v : e.op('clip', [v], { min: -clip, max: clip }));

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DType, DiagnosticError, Location, MAX_TENSOR_ELEMENTS, Tensor, allocData, halfBitsToFloat } from '@tilegraph/ir';
+import { DType, DiagnosticError, Location, Tensor, allocData, halfBitsToFloat, shapeLimitProblem } from '@tilegraph/ir';
 import { fail, unsupported } from './errors.js';
 import { Int64, ONNX_DTYPE, TensorProto, bytesToString, int64, onnxDTypeName } from './proto.js';
 
@@ -84,19 +84,11 @@ export interface DecodedTensor {
   readonly overflow?: string;
 }
 
-/** Dimensions of a tensor or value type, checked: non-negative, and at most 2^31 elements in all. */
+/** Dimensions of a tensor or value type, checked against the IR's shape limits (shapeLimitProblem). */
 export function checkedDims(dims: readonly Int64[], what: string, loc?: Location): number[] {
-  const out: number[] = [];
-  let n = 1;
-  for (const d of dims) {
-    const v = int64(d);
-    if (!Number.isSafeInteger(v) || v < 0) fail(`${what} has an invalid dimension ${String(d)}`, loc);
-    out.push(v);
-    n *= v;
-  }
-  if (n > MAX_TENSOR_ELEMENTS) {
-    fail(`${what} has shape [${out.join(',')}] with ${n} elements, more than the ${MAX_TENSOR_ELEMENTS} a tensor may hold`, loc);
-  }
+  const out = dims.map(int64);
+  const problem = shapeLimitProblem(out);
+  if (problem) fail(`${what}: ${problem}`, loc);
   return out;
 }
 
@@ -320,7 +312,8 @@ function readExternalData(t: TensorProto, what: string, n: number, opts: TensorR
   let size: number;
   let fd: number | undefined;
   try {
-    fd = fs.openSync(fileReal, 'r');
+    // without blocking: a FIFO put there must not stall the import (it is refused just below)
+    fd = fs.openSync(fileReal, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0));
     const st = fs.fstatSync(fd);
     if (!st.isFile()) refuse('it is not a regular file');
     size = st.size;

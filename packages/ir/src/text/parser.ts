@@ -27,7 +27,7 @@ import { Annotations, Graph, Op, SERIALIZE_MODES, SerializeMode, SerializeSettin
 import { Frame, Location, UNKNOWN_LOC } from '../location.js';
 import { OpDef, operandCountOk } from '../opdef.js';
 import { getOpDef } from '../registry.js';
-import { ShapeError, TensorType, numElements } from '../shape.js';
+import { ShapeError, TensorType, numElements, shapeLimitProblem } from '../shape.js';
 import { Tensor, TensorData, allocData, castScalar } from '../tensor.js';
 import { verifyGraph } from '../verify.js';
 
@@ -93,10 +93,38 @@ const MESSAGES: IParserErrorMessageProvider = {
     `expected ${listLabels(expectedIterationPaths.map((p) => p[0]!).filter(Boolean))} but found ${describeToken(actual[0])}`,
 };
 
+/**
+ * The most levels values may nest on one line (lists in lists, `name<key = value>` in one
+ * another). The printer writes at most three; the parser recurses once per level.
+ */
+export const MAX_TEXT_NESTING = 64;
+
+/** Thrown out of the parser (chevrotain passes on errors that are not its own) at the level past MAX_TEXT_NESTING. */
+class TooDeep extends Error {
+  constructor(readonly token: IToken) {
+    super('nesting too deep');
+  }
+}
+
 class TextIrParser extends CstParser {
+  /** Levels open at the current token. */
+  depth = 0;
+
   constructor() {
     super(ALL_TOKENS, { recoveryEnabled: true, maxLookahead: 3, errorMessageProvider: MESSAGES });
     this.performSelfAnalysis();
+  }
+
+  private nested<T>(at: IToken, f: () => T): T {
+    if (++this.depth > MAX_TEXT_NESTING && !this.RECORDING_PHASE) {
+      this.depth--;
+      throw new TooDeep(at);
+    }
+    try {
+      return f();
+    } finally {
+      this.depth--;
+    }
   }
 
   /** `graph @name {` */
@@ -199,8 +227,8 @@ class TextIrParser extends CstParser {
         ALT: () => {
           this.CONSUME(Word);
           this.OPTION(() => {
-            this.CONSUME(Less);
-            this.SUBRULE(this.angleBody);
+            const open = this.CONSUME(Less);
+            this.nested(open, () => this.SUBRULE(this.angleBody));
             this.CONSUME(Greater);
           });
         },
@@ -210,14 +238,16 @@ class TextIrParser extends CstParser {
   });
 
   list = this.RULE('list', () => {
-    this.CONSUME(LBracket);
-    this.OPTION(() => {
-      this.SUBRULE(this.value, { LABEL: 'item' });
-      this.MANY(() => {
-        this.CONSUME(Comma);
-        this.SUBRULE2(this.value, { LABEL: 'item' });
-      });
-    });
+    const open = this.CONSUME(LBracket);
+    this.nested(open, () =>
+      this.OPTION(() => {
+        this.SUBRULE(this.value, { LABEL: 'item' });
+        this.MANY(() => {
+          this.CONSUME(Comma);
+          this.SUBRULE2(this.value, { LABEL: 'item' });
+        });
+      }),
+    );
     this.CONSUME(RBracket);
   });
 
@@ -501,6 +531,11 @@ class Analyzer {
         this.report(`${kind}: gives ${types.length} result${types.length === 1 ? '' : 's'} but ${results.length} ${results.length === 1 ? 'is' : 'are'} named`, kindTok);
         return fail();
       }
+      const problem = types.map((t) => shapeLimitProblem(t.shape)).find((x) => x !== undefined);
+      if (problem) {
+        this.report(`${kind}: ${problem}`, kindTok);
+        return fail();
+      }
     }
 
     const textLoc = this.locOf(kindTok);
@@ -627,9 +662,18 @@ class Analyzer {
     const shape: number[] = [];
     let ok = dtype !== undefined;
     for (const d of tokens(n, 'dim')) {
-      const x = this.int(d, 'a dimension', 0);
-      if (x === undefined) ok = false;
+      // the limit's own message for any number, as the model language and ONNX import give it
+      const x = Number(d.image);
+      const problem = Number.isNaN(x) ? undefined : shapeLimitProblem([x]);
+      if (Number.isNaN(x)) this.int(d, 'a dimension', 0);
+      else if (problem) this.report(problem, d);
+      if (Number.isNaN(x) || problem) ok = false;
       else shape.push(x);
+    }
+    const problem = ok ? shapeLimitProblem(shape) : undefined;
+    if (problem) {
+      this.report(problem, firstToken(n));
+      ok = false;
     }
     return ok ? { dtype: dtype!, shape } : undefined;
   }
@@ -702,14 +746,17 @@ class Analyzer {
     const ty = this.type(tn);
     if (!ty) return undefined;
     const n = numElements(ty.shape);
-    let data;
-    try {
-      data = allocData(ty.dtype, n);
-    } catch (e) {
-      if (!(e instanceof ShapeError)) throw e;
-      this.report(e.message, firstToken(tn));
-      return undefined;
-    }
+    // the values are counted before any memory is taken: a short line cannot ask for gigabytes
+    const alloc = (): TensorData | undefined => {
+      try {
+        return allocData(ty.dtype, n);
+      } catch (e) {
+        if (!(e instanceof ShapeError)) throw e;
+        this.report(e.message, firstToken(tn));
+        return undefined;
+      }
+    };
+    let data: TensorData | undefined;
     const payload = node(body, 'payload')!;
     const hexTok = tok(payload, 'StringLit');
     const list = node(payload, 'list');
@@ -721,6 +768,8 @@ class Analyzer {
         this.report(`expected "0x" and ${width * n} hex bytes for ${n} element${n === 1 ? '' : 's'}`, hexTok);
         return undefined;
       }
+      data = alloc();
+      if (!data) return undefined;
       decodeHex(hex, ty.dtype, data);
     } else if (list) {
       const items = nodes(list, 'item');
@@ -728,6 +777,8 @@ class Analyzer {
         this.report(`${items.length} value${items.length === 1 ? '' : 's'} given for ${n} element${n === 1 ? '' : 's'}`, firstToken(payload));
         return undefined;
       }
+      data = alloc();
+      if (!data) return undefined;
       for (let i = 0; i < n; i++) {
         const v = this.element(items[i]!, ty.dtype);
         if (v === undefined) return undefined;
@@ -809,11 +860,20 @@ function sortByPosition(ds: Diagnostic[]): Diagnostic[] {
 }
 
 /** Runs one rule over the tokens of one line; syntax errors go to `a.syntax`. */
-function parseLine<T>(a: Analyzer, tokens: IToken[], rule: (p: TextIrParser) => T): T {
+function parseLine<T>(a: Analyzer, tokens: IToken[], rule: (p: TextIrParser) => T): T | undefined {
   parserInstance ??= new TextIrParser();
   const parser = parserInstance;
   parser.input = tokens;
-  const cst = rule(parser);
+  parser.depth = 0;
+  let cst: T;
+  try {
+    cst = rule(parser);
+  } catch (e) {
+    if (!(e instanceof TooDeep)) throw e;
+    parser.input = [];
+    a.report(`values nest more than ${MAX_TEXT_NESTING} levels deep on this line`, e.token, undefined, a.syntax);
+    return undefined;
+  }
   for (const e of parser.errors as IRecognitionException[]) a.report(e.message, e.token, undefined, a.syntax);
   parser.input = []; // the parser is reused: keep no tokens alive
   return cst;
@@ -852,7 +912,7 @@ export function parseGraph(text: string, file = '<text>'): Graph {
       case 'before': {
         const before = a.syntax.length;
         const cst = parseLine(a, tokens, (p) => p.header());
-        if (!a.syntax.length) a.header(cst);
+        if (!a.syntax.length && cst) a.header(cst);
         headerFailed = a.syntax.length > before;
         state = 'body';
         break;
@@ -863,7 +923,7 @@ export function parseGraph(text: string, file = '<text>'): Graph {
           state = 'after';
         } else if (first.tokenType === ValueRef || first.tokenType === Identifier || first.tokenType === OutputKw) {
           const cst = parseLine(a, tokens, (p) => p.statement());
-          if (!a.syntax.length) a.statement(cst);
+          if (!a.syntax.length && cst) a.statement(cst);
         } else {
           a.report(`expected an op, an output or '}' but found ${describeToken(first)}`, first, undefined, a.syntax);
         }
