@@ -94,6 +94,8 @@ describe('sizes', () => {
     const f = file('cos.onnx', cos(2 ** 31 - 1));
     expectDiagnostic(['compile', f, '--pipeline', 'inference', '--emit-cpp', path.join(tmp, 'cos-cpp')], /cos\.onnx:ConstantOfShape_0: error: /, "output 'y' streams 8.00 GiB per run, more than the 2.00 GiB a run may stream from the device");
     expect(fs.existsSync(path.join(tmp, 'cos-cpp'))).toBe(false);
+    // the reference interpreter holds every value in host memory: refused before it allocates
+    expectDiagnostic(['run', f], /cos\.onnx:ConstantOfShape_0: error: /, 'the reference interpreter cannot hold a value of 2147483647 elements');
     // one more element is past the IR's limit: refused at import
     expectDiagnostic(['ir', file('cos2.onnx', cos(2 ** 31))], /cos2\.onnx:ConstantOfShape_0: error: /, 'a dimension must be an integer from 0 to 2147483647 (2^31-1), got 2147483648');
   });

@@ -15,6 +15,8 @@ export interface LoadOptions {
   importPaths?: readonly string[];
 }
 
+const MAX_TEXT_IR_BYTES = 256 * 2 ** 20;
+
 /**
  * Loads a model by file extension: .tg (model language), .onnx (ONNX import) or .tgir (text IR).
  * Warnings are printed; errors are thrown as DiagnosticError.
@@ -45,8 +47,12 @@ export function loadModel(file: string, opts: LoadOptions = {}): Graph {
       stderrReporter(opts.excludes).report(diagnostics);
       return graph;
     }
-    case '.tgir':
+    case '.tgir': {
+      // text IR is parsed whole: a size far beyond any real module is a mistake, not a model
+      const size = fs.statSync(file).size;
+      if (size > MAX_TEXT_IR_BYTES) throw new DiagnosticError(error(`${file}: ${size} bytes is more than the ${MAX_TEXT_IR_BYTES / 2 ** 20} MiB a text IR file may have`, undefined, ['keep large weights out of the text IR: import the ONNX model, or load them with --weights']));
       return parseGraph(fs.readFileSync(file, 'utf8'), file);
+    }
     default:
       throw new DiagnosticError(
         error(`cannot tell the kind of model from the extension of ${file}`, undefined, ['use .tg (model language), .onnx (ONNX) or .tgir (text IR)']),

@@ -2,12 +2,14 @@ import {
   DiagnosticError,
   Graph,
   KernelContext,
+  Op,
   Tensor,
   Value,
   error,
   formatShape,
   formatType,
   initialParameterValue,
+  numElements,
   shapesEqual,
 } from '@tilegraph/ir';
 
@@ -38,9 +40,31 @@ function lookup(m: RunOptions['parameters'], name: string): Tensor | undefined {
  * each op's reference kernel. It is the semantic oracle for passes and generated code, so it is
  * deliberately simple. Intermediate values are released after their last use.
  */
+/**
+ * The most elements one value may have here: the interpreter holds every value in host memory,
+ * so a value the device could stream or broadcast (an expand to 2^31 elements) would exhaust it.
+ */
+export const MAX_REFERENCE_ELEMENTS = 2 ** 28;
+
+function checkWorkingSet(order: readonly Op[]): void {
+  for (const op of order) {
+    for (const r of op.results) {
+      const n = numElements(r.type.shape);
+      if (n > MAX_REFERENCE_ELEMENTS) {
+        throw new DiagnosticError(
+          error(`${op.kind}: the reference interpreter cannot hold a value of ${n} elements (${formatType(r.type)}); it keeps every value in host memory, at most ${MAX_REFERENCE_ELEMENTS} (2^28) elements each`, op.loc, [
+            'run it compiled (--backend ipu), or make the tensor smaller',
+          ]),
+        );
+      }
+    }
+  }
+}
+
 export function runGraph(g: Graph, feeds: Readonly<Record<string, Tensor>>, opts: RunOptions = {}): RunResult {
   const order = g.topologicalOrder();
   if (!order) throw new DiagnosticError(error('cannot run a graph with a cycle'));
+  checkWorkingSet(order);
   const ctx: KernelContext = { seed: opts.seed ?? 0, step: opts.step ?? 0, print: opts.print ?? ((l) => console.log(l)) };
 
   // last use (position in order) of each value, so dead tensors can be dropped
