@@ -37,6 +37,8 @@ export function fileSources(): (file: string) => string | undefined {
   };
 }
 
+const MAX_REPORTED = 100;
+
 export interface Reporter {
   excludes: readonly string[];
   report(ds: readonly Diagnostic[]): void;
@@ -47,7 +49,14 @@ export function stderrReporter(excludes: readonly string[] = []): Reporter {
   return {
     excludes,
     report(ds) {
-      for (const d of ds) process.stderr.write(renderDiagnostic(d, { sources, excludes }) + '\n');
+      // a damaged file can hold thousands of errors: the first ones say what is wrong
+      const shown = ds.length > MAX_REPORTED ? ds.slice(0, MAX_REPORTED) : ds;
+      for (const d of shown) process.stderr.write(renderDiagnostic(d, { sources, excludes }) + '\n');
+      if (shown.length < ds.length) {
+        const more = ds.slice(MAX_REPORTED);
+        const errors = more.filter((d) => d.severity === 'error').length;
+        process.stderr.write(`... and ${more.length} more diagnostics (${errors} errors) not shown\n`);
+      }
     },
   };
 }

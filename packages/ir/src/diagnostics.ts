@@ -42,6 +42,19 @@ export function printable(text: string): string {
  * then the notes — the form compilers use and editors understand.
  */
 const MAX_STACK_NOTES = 4;
+/** Characters of a source line shown under a diagnostic. */
+const MAX_SHOWN = 160;
+
+// the last file split into lines: many diagnostics in one file split it once
+let splitText: string | undefined;
+let splitLines: string[] = [];
+function sourceLine(text: string, line: number): string | undefined {
+  if (text !== splitText) {
+    splitText = text;
+    splitLines = text.split(/\r?\n/);
+  }
+  return splitLines[line - 1];
+}
 
 export function renderDiagnostic(d: Diagnostic, opts: RenderOptions = {}): string {
   const frame: Frame | undefined = d.loc ? selectFrame(d.loc, opts.excludes) : undefined;
@@ -49,11 +62,21 @@ export function renderDiagnostic(d: Diagnostic, opts: RenderOptions = {}): strin
   const lines = [`${where}${d.severity}: ${d.message}`];
   if (frame && frame.line !== undefined && opts.sources) {
     const text = opts.sources(frame.file);
-    const src = text?.split(/\r?\n/)[frame.line - 1];
+    let src = text === undefined ? undefined : sourceLine(text, frame.line);
     if (src !== undefined) {
-      const col = Math.max(1, frame.col ?? 1);
+      let col = Math.max(1, frame.col ?? 1);
+      let span = Math.max(1, d.span ?? 1);
+      // a long line is shown around the column, so one diagnostic stays a few lines long
+      if (src.length > MAX_SHOWN) {
+        const from = Math.max(0, Math.min(col - 1 - 60, src.length - MAX_SHOWN));
+        const head = from > 0 ? '...' : '';
+        const tail = from + MAX_SHOWN < src.length ? '...' : '';
+        src = `${head}${src.slice(from, from + MAX_SHOWN)}${tail}`;
+        col = col - from + head.length;
+        span = Math.min(span, MAX_SHOWN);
+      }
       const pad = src.slice(0, col - 1).replace(/[^\t]/g, ' ');
-      lines.push(`  ${src}`, `  ${pad}${'^'.repeat(Math.max(1, d.span ?? 1))}`);
+      lines.push(`  ${src}`, `  ${pad}${'^'.repeat(span)}`);
     }
   }
   if (d.loc && frame && d.loc.frames.length > 1) {

@@ -562,6 +562,10 @@ export interface ParseResult {
  */
 export function parseFile(text: string, file: string): ParseResult {
   const { tokens, problems: lexProblems } = lex(text);
+  // Brackets nested past the limit are found before parsing: error recovery over thousands of
+  // unclosed brackets costs the parser time that grows with their square.
+  const deep = bracketTooDeep(tokens);
+  if (deep) return { problems: [...lexProblems, tooDeep(deep)].sort((a, b) => a.line - b.line || a.col - b.col) };
   const p = getParser();
   const errors: IRecognitionException[] = [];
   let cst: CstNode | undefined;
@@ -623,6 +627,19 @@ export function parseFile(text: string, file: string): ParseResult {
     });
   if (unique.length > 0 || !cst) return { problems: unique };
   return { ast: toAst(cst, file), problems: [] };
+}
+
+/** The first bracket opening level MAX_NESTING + 1 (each bracket is at least one level of the grammar). */
+function bracketTooDeep(tokens: readonly IToken[]): IToken | undefined {
+  let depth = 0;
+  for (const t of tokens) {
+    if (t.tokenType === LParen || t.tokenType === LBracket || t.tokenType === LCurly) {
+      if (++depth > MAX_NESTING) return t;
+    } else if (t.tokenType === RParen || t.tokenType === RBracket || t.tokenType === RCurly) {
+      depth = Math.max(0, depth - 1);
+    }
+  }
+  return undefined;
 }
 
 /** The problem at the token that opened one level too many (only this one: the rest of the file is not parsed). */

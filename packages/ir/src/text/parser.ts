@@ -353,7 +353,10 @@ const INT32_MAX = 2 ** 31 - 1;
 const UINT32_MAX = 2 ** 32 - 1;
 const ANNOTATION_KEYS = ['scope', 'block', 'ipu', 'stage', 'phase', 'recompute', 'serialize'];
 
+const MAX_SYNTAX_ERRORS_PER_LINE = 5;
+
 class Analyzer {
+  private readonly syntaxLines = new Map<number, number>();
   /** Syntax errors, then (when there are none) semantic errors. */
   readonly syntax: Diagnostic[] = [];
   readonly diags: Diagnostic[] = [];
@@ -379,6 +382,12 @@ class Analyzer {
   }
 
   report(message: string, at: IToken | undefined, notes?: readonly string[], into = this.diags): void {
+    // past a few syntax errors a line's further errors only echo them (a damaged line can hold thousands)
+    if (into === this.syntax) {
+      const n = this.syntaxLines.get(this.line) ?? 0;
+      if (n >= MAX_SYNTAX_ERRORS_PER_LINE) return;
+      this.syntaxLines.set(this.line, n + 1);
+    }
     const span = at && at.tokenType !== EOF ? Math.max(1, at.image.length) : 1;
     into.push({ ...error(message, this.locOf(at), notes), span });
   }
