@@ -13,4 +13,5 @@ export default {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/tsconfig.jest.json' }],
   },
   testTimeout: 60000,
+  globalSetup: '<rootDir>/test/support/global-setup.js',
 };

@@ -9,6 +9,7 @@ import { registerTrain } from './commands/train.js';
 import { registerImport } from './commands/import.js';
 import { registerCompile } from './commands/compile.js';
 import { registerReport } from './commands/report.js';
+import { registerCache } from './commands/cache.js';
 
 /** Exit codes: 0 success, 1 the input has errors (diagnostics printed), 2 bad usage, 70 internal error. */
 export const EXIT_OK = 0;
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
   registerTrain(program);
   registerCompile(program);
   registerReport(program);
+  registerCache(program);
   return program;
 }
 

@@ -5,20 +5,29 @@ import { DiagnosticError, Module, Tensor, error } from '@tilegraph/ir';
 import type { BuildPlan } from '@tilegraph/codegen-poplar';
 import { BackendFactory, BackendOptions } from '../session/backend.js';
 import { CompiledBackend, CompiledBackendOptions, ExecutableImage, compileModule, initialState, tensorBytes, tensorFromBytes } from './backend.js';
-import { defaultCacheDir } from './build.js';
+import { publish, useEntry } from './build.js';
+import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, entryProblem, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
 /**
  * Exported executables (PopTorch's compileAndExport / loadExecutable): one file holding the
  * executable, its codelets (SDK builds), the build plan and the initial state, so a model runs
  * again without the model definition or a compiler.
  *
- * Layout: "TGEXE001", a little-endian uint32 header length, the JSON header, then the blobs the
- * header lists by offset and size.
+ * Layout: "TGEXE002", the sha256 (32 bytes) of everything after it, a little-endian uint32
+ * header length, the JSON header (with `format: 2`), then the blobs the header lists by offset
+ * and size. A damaged or altered file fails the checksum before anything in it is used.
  */
 
-const MAGIC = 'TGEXE001';
+const FORMAT = 2;
+const MAGIC = `TGEXE${String(FORMAT).padStart(3, '0')}`;
+const DIGEST_BYTES = 32;
+/** Where the header length starts: magic, digest. */
+const PREFIX = 8 + DIGEST_BYTES;
+/** The files an exported executable may hold. */
+const FILE_NAMES = new Set(['step', 'codelets.gp']);
 
 interface Header {
+  readonly format: number;
   readonly plan: BuildPlan;
   readonly files: { readonly name: string; readonly offset: number; readonly size: number; readonly executable: boolean }[];
   readonly state: { readonly name: string; readonly offset: number; readonly size: number }[];
@@ -41,11 +50,13 @@ export function compileAndExport(module: Module, file: string, opts: CompiledBac
   const init = initialState(module);
   // whole tensors (sharded state is cut when loaded); transient working copies have no value to keep
   const state = built.plan.state.filter((s) => s.storage !== 'transient').map((s) => ({ name: s.name, ...add(tensorBytes(init.get(s.name)!)) }));
-  const header: Header = { plan: built.plan, files, state };
+  const header: Header = { format: FORMAT, plan: built.plan, files, state };
   const head = Buffer.from(JSON.stringify(header), 'utf8');
   const len = Buffer.alloc(4);
   len.writeUInt32LE(head.length);
-  writeFileAtomic(file, Buffer.concat([Buffer.from(MAGIC, 'ascii'), len, head, ...blobs]));
+  const body = Buffer.concat([len, head, ...blobs]);
+  const digest = createHash('sha256').update(body).digest();
+  writeFileAtomic(file, Buffer.concat([Buffer.from(MAGIC, 'ascii'), digest, body]));
 }
 
 /**
@@ -75,58 +86,87 @@ export interface LoadedExecutable {
   readonly factory: BackendFactory;
 }
 
-/** Reads a file written by compileAndExport; unpacks the executable into the cache. */
-export function loadExecutable(file: string, opts: { cacheDir?: string } = {}): LoadedExecutable {
-  const bad = (why: string) => new DiagnosticError(error(`${file}: not a tilegraph executable (${why})`));
+/**
+ * Reads a file written by compileAndExport; unpacks the executable into the cache (an entry per
+ * distinct file, checked against the file's content before every use).
+ */
+export function loadExecutable(file: string, opts: { cacheDir?: string; warn?: (msg: string) => void } = {}): LoadedExecutable {
+  const bad = (why: string, hint = 're-export it with `tilegraph compile -o` or compileAndExport') =>
+    new DiagnosticError(error(`${file}: not a usable tilegraph executable (${why})`, undefined, [hint]));
   let data: Buffer;
   try {
     data = fs.readFileSync(file);
   } catch (e) {
     throw new DiagnosticError(error(`cannot read ${file}: ${(e as Error).message}`));
   }
-  if (data.length < 12 || data.subarray(0, 8).toString('ascii') !== MAGIC) throw bad('wrong magic');
-  const headLen = data.readUInt32LE(8);
-  if (12 + headLen > data.length) throw bad('truncated header');
+  const magic = data.subarray(0, 8).toString('latin1');
+  const version = /^TGEXE(\d{3})$/.exec(magic);
+  if (!version) throw new DiagnosticError(error(`${file}: not a tilegraph executable (wrong magic)`));
+  const format = Number(version[1]);
+  if (format < FORMAT) throw bad(`format ${format}, written by an older tilegraph without a checksum`, 're-export it with this version (`tilegraph compile -o` or compileAndExport)');
+  if (format > FORMAT) throw bad(`format ${format}, written by a newer tilegraph; this one reads format ${FORMAT}`, 'load it with that version, or re-export it with this one');
+  if (data.length < PREFIX + 4) throw bad('truncated header');
+  const digest = createHash('sha256').update(data.subarray(PREFIX)).digest();
+  if (!digest.equals(data.subarray(8, PREFIX))) throw bad('its checksum does not match: the file is damaged or was altered');
+  const headLen = data.readUInt32LE(PREFIX);
+  const base = PREFIX + 4 + headLen;
+  if (base > data.length) throw bad('truncated header');
   let header: Header;
   try {
-    header = JSON.parse(data.subarray(12, 12 + headLen).toString('utf8')) as Header;
+    header = JSON.parse(data.subarray(PREFIX + 4, base).toString('utf8')) as Header;
   } catch {
     throw bad('unreadable header');
   }
-  const base = 12 + headLen;
+  if (typeof header !== 'object' || header === null || header.format !== FORMAT) throw bad(`header format ${JSON.stringify((header as Header | null)?.format)}, expected ${FORMAT}`);
+  if (!Array.isArray(header.files) || !Array.isArray(header.state) || typeof header.plan !== 'object' || header.plan === null || !Array.isArray(header.plan.state)) throw bad('incomplete header');
   const blob = (b: { offset: number; size: number }): Buffer => {
-    if (!Number.isSafeInteger(b.offset) || !Number.isSafeInteger(b.size) || b.offset < 0 || b.size < 0 || base + b.offset + b.size > data.length) throw bad('truncated data');
+    if (!Number.isSafeInteger(b.offset) || !Number.isSafeInteger(b.size) || b.offset < 0 || b.size < 0 || base + b.offset + b.size > data.length) throw bad('a blob lies outside the file');
     return data.subarray(base + b.offset, base + b.offset + b.size);
   };
+  const names = new Set<string>();
+  for (const f of header.files) {
+    if (typeof f !== 'object' || f === null || !FILE_NAMES.has(f.name)) throw bad(`unexpected file ${JSON.stringify((f as { name?: unknown } | null)?.name)}`);
+    if (names.has(f.name)) throw bad(`file '${f.name}' appears twice`);
+    names.add(f.name);
+  }
+  if (!names.has('step')) throw bad('no executable in it');
   const plan = header.plan;
   const initial = new Map<string, Tensor>();
   for (const s of header.state) {
-    const info = plan.state.find((x) => x.name === s.name);
-    if (!info) throw bad(`state '${s.name}' is not in the plan`);
+    const info = typeof s === 'object' && s !== null ? plan.state.find((x) => x.name === s.name) : undefined;
+    if (!info) throw bad(`state ${JSON.stringify((s as { name?: unknown } | null)?.name)} is not in the plan`);
+    if (initial.has(s.name)) throw bad(`state '${s.name}' appears twice`);
     initial.set(s.name, tensorFromBytes(info.dtype, info.shard?.whole ?? info.shape, new Uint8Array(blob(s))));
   }
-  // unpack once per distinct file content
-  const key = createHash('sha256').update(data).digest('hex');
-  const cacheDir = path.resolve(opts.cacheDir ?? defaultCacheDir());
+  const blobs = new Map(header.files.map((f) => [f.name, blob(f)]));
+  // unpack once per distinct file content; the entry must hold exactly these blobs
+  const key = digest.toString('hex');
+  const cacheDir = checkCacheDir(resolveCacheDir(opts.cacheDir));
   const dir = path.join(cacheDir, `loaded-${key.slice(0, 40)}`);
-  if (!fs.existsSync(path.join(dir, 'complete'))) {
-    fs.mkdirSync(cacheDir, { recursive: true });
+  const expect: EntryExpectation = {
+    kind: 'loaded',
+    key,
+    files: Object.fromEntries([...blobs].map(([n, b]) => [n, createHash('sha256').update(b).digest('hex')])),
+    present: [...blobs.keys()],
+  };
+  if (!useEntry(dir, expect, 'unpacked executable', opts.warn ?? stderrWarning)) {
+    const maxBytes = cacheMaxBytes();
     const tmp = path.join(cacheDir, `.build-loaded-${process.pid}-${randomBytes(4).toString('hex')}`);
-    fs.mkdirSync(tmp);
-    for (const f of header.files) {
-      if (f.name !== 'step' && f.name !== 'codelets.gp') throw bad(`unexpected file '${f.name}'`);
-      fs.writeFileSync(path.join(tmp, f.name), blob(f), { mode: f.executable ? 0o755 : 0o644 });
-    }
-    fs.writeFileSync(path.join(tmp, 'plan.json'), JSON.stringify(plan, null, 2));
-    fs.writeFileSync(path.join(tmp, 'complete'), '');
+    fs.mkdirSync(tmp, { mode: 0o700 });
     try {
-      fs.renameSync(tmp, dir);
-    } catch {
+      for (const [name, b] of blobs) fs.writeFileSync(path.join(tmp, name), b, { mode: name === 'step' ? 0o755 : 0o644 });
+      fs.writeFileSync(path.join(tmp, 'plan.json'), JSON.stringify(plan, null, 2));
+      sealEntry(tmp, { kind: 'loaded', module: String(plan.module), key, source: path.resolve(file) });
+      publish(tmp, dir, (d) => entryProblem(d, expect));
+    } catch (e) {
       fs.rmSync(tmp, { recursive: true, force: true });
-      if (!fs.existsSync(path.join(dir, 'complete'))) throw bad('cannot unpack');
+      if (e instanceof DiagnosticError) throw e;
+      throw bad(`cannot unpack it into ${cacheDir}: ${(e as Error).message}`, 'check the cache folder and the free space');
     }
+    touchEntry(dir);
+    autoPrune(cacheDir, [dir], maxBytes);
   }
-  const args = header.files.some((f) => f.name === 'codelets.gp') ? [path.join(dir, 'codelets.gp')] : [];
+  const args = blobs.has('codelets.gp') ? [path.join(dir, 'codelets.gp')] : [];
   const image: ExecutableImage = { dir, executable: path.join(dir, 'step'), args, plan, initial };
   return {
     plan,

@@ -8,18 +8,22 @@ import { safeFileName } from '@tilegraph/codegen-poplar';
 import type { BuildPlan, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { Job, JobFailure, runJobsSync } from './sync.js';
 import { Toolchain, findToolchain } from './toolchain.js';
+import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
 /**
  * The build driver: generated sources → an executable, through the SDK (popc + g++) or the
- * emulation (popc-reflect + g++ against poplar-host). Builds happen in a fresh folder and the
- * result is renamed into the cache in one step, so concurrent or interrupted builds never leave
- * a half-written entry; a later build with the same sources, toolchain and options reuses it.
+ * emulation (popc-reflect + g++ against poplar-host). Builds happen in a fresh folder, are sealed
+ * with a manifest of checksums and renamed into the cache in one step, so concurrent or
+ * interrupted builds never leave a half-written entry; a later build with the same sources,
+ * toolchain and options reuses the entry once it has checked it against its manifest.
  * Commands are run with argument arrays, never through a shell.
  */
 
 export interface BuildOptions {
-  /** Cache folder (Options.enableExecutableCaching); default: tilegraph-cache under os.tmpdir(). */
+  /** Cache folder (Options.enableExecutableCaching); default: $XDG_CACHE_HOME/tilegraph or ~/.cache/tilegraph. */
   cacheDir?: string;
+  /** Where warnings go (a damaged cache entry that is rebuilt); default: `tilegraph: warning: ...` on stderr. */
+  warn?: (msg: string) => void;
   /** Show a progress bar (only on a terminal). Default true. */
   showProgress?: boolean;
   /** 'auto' picks the SDK when popc is on PATH. */
@@ -42,8 +46,9 @@ export interface BuiltExecutable {
   readonly toolchain: Toolchain['kind'];
 }
 
+/** The cache folder used when none is given ($XDG_CACHE_HOME/tilegraph or ~/.cache/tilegraph). */
 export function defaultCacheDir(): string {
-  return path.join(os.tmpdir(), 'tilegraph-cache');
+  return resolveCacheDir();
 }
 
 const COMPILE_FLAGS = {
@@ -54,10 +59,10 @@ const COMPILE_FLAGS = {
 };
 
 /**
- * Moves a finished build folder into place. Another process may have won the race (its entry is
- * kept); a folder without the completion marker is not an entry and is replaced.
+ * Moves a finished (sealed) build folder into place. Another process may have won the race: its
+ * entry is kept when it passes `check`; anything else in the way is discarded.
  */
-export function publish(tmp: string, final: string): void {
+export function publish(tmp: string, final: string, check: (dir: string) => string | undefined = (d) => entryProblem(d)): void {
   for (let attempt = 0; ; attempt++) {
     try {
       fs.renameSync(tmp, final);
@@ -65,24 +70,14 @@ export function publish(tmp: string, final: string): void {
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code !== 'EEXIST' && code !== 'ENOTEMPTY' && code !== 'EPERM') throw e;
-      if (isComplete(final)) {
+      if (check(final) === undefined) {
         fs.rmSync(tmp, { recursive: true, force: true });
         return;
       }
       if (attempt > 2) throw e;
-      const stale = `${path.join(path.dirname(final), '.build-stale-')}${randomBytes(4).toString('hex')}`;
-      try {
-        fs.renameSync(final, stale);
-        fs.rmSync(stale, { recursive: true, force: true });
-      } catch {
-        // someone else moved it; try again
-      }
+      discardEntry(final);
     }
   }
-}
-
-function isComplete(dir: string): boolean {
-  return fs.existsSync(path.join(dir, 'complete'));
 }
 
 /** Removes build folders left by interrupted builds (older than a day). */
@@ -90,9 +85,9 @@ function sweep(cacheDir: string): void {
   try {
     const day = Date.now() - 24 * 3600 * 1000;
     for (const e of fs.readdirSync(cacheDir)) {
-      if (!e.startsWith('.build-')) continue;
+      if (!e.startsWith('.build-') && !e.startsWith('.trash-')) continue;
       const p = path.join(cacheDir, e);
-      if (fs.statSync(p).mtimeMs < day) fs.rmSync(p, { recursive: true, force: true });
+      if (e.startsWith('.trash-') || fs.lstatSync(p).mtimeMs < day) fs.rmSync(p, { recursive: true, force: true });
     }
   } catch {
     // best effort
@@ -100,10 +95,35 @@ function sweep(cacheDir: string): void {
 }
 
 function tempDir(cacheDir: string, key: string): string {
-  fs.mkdirSync(cacheDir, { recursive: true });
   const dir = path.join(cacheDir, `.build-${key.slice(0, 16)}-${process.pid}-${randomBytes(4).toString('hex')}`);
-  fs.mkdirSync(dir);
+  fs.mkdirSync(dir, { mode: 0o700 });
   return dir;
+}
+
+/** Removes a build folder that will not be published (kept for inspection with TILEGRAPH_DEBUG). */
+function dropBuild(dir: string): void {
+  if (process.env['TILEGRAPH_DEBUG']) return;
+  try {
+    fs.rmSync(dir, { recursive: true, force: true });
+  } catch {
+    // swept later
+  }
+}
+
+/**
+ * Uses the entry at `dir` if it checks out (and marks it used); a damaged, incomplete or foreign
+ * entry is reported once and discarded so it is rebuilt. True when the entry can be used.
+ */
+export function useEntry(dir: string, expect: EntryExpectation, what: string, warn: (msg: string) => void): boolean {
+  if (!exists(dir)) return false;
+  const problem = entryProblem(dir, expect);
+  if (problem === undefined) {
+    touchEntry(dir);
+    return true;
+  }
+  warn(`the cached ${what} ${dir} is not used: ${problem}; it is removed and rebuilt`);
+  discardEntry(dir);
+  return false;
 }
 
 function failure(what: string, f: JobFailure, dir: string): DiagnosticError {
@@ -113,7 +133,7 @@ function failure(what: string, f: JobFailure, dir: string): DiagnosticError {
   return new DiagnosticError(
     error(`${what} failed: ${f.job.label} (${f.code !== null ? `exit code ${f.code}` : f.signal ? `signal ${f.signal}` : 'not run'})`, undefined, [
       `command: ${[f.job.cmd, ...f.job.args].join(' ')}`,
-      `build folder: ${dir}`,
+      process.env['TILEGRAPH_DEBUG'] ? `build folder (kept because TILEGRAPH_DEBUG is set): ${dir}` : 'the build folder was removed (set TILEGRAPH_DEBUG=1 to keep it)',
       ...shown,
     ]),
   );
@@ -153,6 +173,8 @@ function runBuild(stages: Job[][], what: string, dir: string, opts: BuildOptions
   const bar = progressBar(total, title, opts.showProgress ?? true);
   try {
     const f = runJobsSync(stages, {
+      // if this process dies mid-build, the runner kills the compilers and removes the folder
+      cleanup: process.env['TILEGRAPH_DEBUG'] ? undefined : dir,
       parallel: Math.max(1, Math.min(os.cpus().length, 4)),
       timeoutMs: opts.timeoutMs ?? 30 * 60 * 1000,
       onProgress: (label) => bar.step(label),
@@ -164,39 +186,75 @@ function runBuild(stages: Job[][], what: string, dir: string, opts: BuildOptions
   }
 }
 
-/** libpoplar_host.a for this toolchain, built once into the cache. */
-function emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDir: string, opts: BuildOptions): string {
+/** libpoplar_host.a for this toolchain, built once into the cache (checked before every link). */
+function emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDir: string, opts: BuildOptions, warn: (msg: string) => void): { dir: string; lib: string } {
   const final = path.join(cacheDir, `poplar-host-${t.version.slice(0, 24)}`);
   const lib = path.join(final, 'lib', 'libpoplar_host.a');
-  if (isComplete(final)) return lib;
+  const expect: EntryExpectation = { kind: 'library', key: t.version, present: ['lib/libpoplar_host.a'] };
+  if (useEntry(final, expect, 'Poplar emulation library', warn)) return { dir: final, lib };
   const tmp = tempDir(cacheDir, t.version);
-  fs.mkdirSync(path.join(tmp, 'lib'));
-  fs.mkdirSync(path.join(tmp, 'obj'));
-  const srcDir = path.join(t.poplarHost, 'src');
-  const sources = fs.readdirSync(srcDir).filter((f) => f.endsWith('.cpp')).sort();
-  const include = path.join(t.poplarHost, 'include');
-  const compile: Job[] = sources.map((f) => ({
-    cmd: t.cxx,
-    args: [...COMPILE_FLAGS.library, '-I', include, '-I', srcDir, '-c', path.join(srcDir, f), '-o', path.join(tmp, 'obj', f.replace(/\.cpp$/, '.o'))],
-    cwd: tmp,
-    label: f,
-  }));
-  const objects = sources.map((f) => path.join(tmp, 'obj', f.replace(/\.cpp$/, '.o')));
-  const archive: Job = { cmd: 'ar', args: ['rcs', path.join(tmp, 'lib', 'libpoplar_host.a'), ...objects], cwd: tmp, label: 'libpoplar_host.a' };
-  runBuild([compile, [archive]], 'building the Poplar emulation library', tmp, opts, 'poplar-host');
-  fs.rmSync(path.join(tmp, 'obj'), { recursive: true, force: true });
-  fs.writeFileSync(path.join(tmp, 'complete'), '');
-  publish(tmp, final);
-  return lib;
+  try {
+    fs.mkdirSync(path.join(tmp, 'lib'));
+    fs.mkdirSync(path.join(tmp, 'obj'));
+    const srcDir = path.join(t.poplarHost, 'src');
+    const sources = fs.readdirSync(srcDir).filter((f) => f.endsWith('.cpp')).sort();
+    const include = path.join(t.poplarHost, 'include');
+    const compile: Job[] = sources.map((f) => ({
+      cmd: t.cxx,
+      args: [...COMPILE_FLAGS.library, '-I', include, '-I', srcDir, '-c', path.join(srcDir, f), '-o', path.join(tmp, 'obj', f.replace(/\.cpp$/, '.o'))],
+      cwd: tmp,
+      label: f,
+    }));
+    const objects = sources.map((f) => path.join(tmp, 'obj', f.replace(/\.cpp$/, '.o')));
+    const archive: Job = { cmd: 'ar', args: ['rcs', path.join(tmp, 'lib', 'libpoplar_host.a'), ...objects], cwd: tmp, label: 'libpoplar_host.a' };
+    runBuild([compile, [archive]], 'building the Poplar emulation library', tmp, opts, 'poplar-host');
+    fs.rmSync(path.join(tmp, 'obj'), { recursive: true, force: true });
+    sealEntry(tmp, { kind: 'library', key: t.version, compiler: t.cxx, flags: COMPILE_FLAGS.library });
+    publish(tmp, final, (d) => entryProblem(d, expect));
+  } catch (e) {
+    dropBuild(tmp);
+    throw e;
+  }
+  touchEntry(final);
+  return { dir: final, lib };
 }
 
-/** The cache key: sources, toolchain and compile options. */
+/**
+ * The text of a source file as far as the compiler is concerned: whole-line comments (where the
+ * generator puts source locations, which name the model file's path) are blanked, so the same
+ * model loaded from another path finds the same entry. Lines joined by a backslash and lines
+ * touching block comments are kept as they are.
+ */
+function compiledText(text: string): string {
+  const lines = text.split('\n');
+  let joined = false;
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i]!;
+    const continues = /(\\|\?\?\/)\s*$/.test(l);
+    if (!joined && !continues && /^\s*\/\//.test(l) && !l.includes('/*') && !l.includes('*/')) lines[i] = '';
+    joined = continues;
+  }
+  return lines.join('\n');
+}
+
+/**
+ * The cache key: what the compiler sees (the C++ sources, comments aside), the toolchain and the
+ * compile options. The plan is not part of it: the executable depends on the sources alone and
+ * the plan used is always the one just generated.
+ */
 export function buildKey(sources: GeneratedSources, t: Toolchain): string {
   const h = createHash('sha256');
-  h.update('tilegraph-executable-v1\0');
-  for (const [name, text] of Object.entries(sources.files)) h.update(`${name}\0${text}\0`);
+  h.update('tilegraph-executable-v2\0');
+  for (const [name, text] of Object.entries(sources.files).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    if (name.endsWith('.cpp')) h.update(`${name}\0${compiledText(text)}\0`);
+  }
   h.update(`${t.kind}\0${t.version}\0${JSON.stringify(COMPILE_FLAGS)}\0`);
   return h.digest('hex');
+}
+
+/** The cache folder for these options, created if needed and refused when others could write into it. */
+function cacheFolder(opts: BuildOptions): string {
+  return checkCacheDir(resolveCacheDir(opts.cacheDir));
 }
 
 /** Builds (or finds in the cache) the executable for generated sources. */
@@ -207,8 +265,9 @@ export function buildExecutable(sources: GeneratedSources, opts: BuildOptions = 
   } catch (e) {
     throw new DiagnosticError(error((e as Error).message));
   }
-  const cacheDir = path.resolve(opts.cacheDir ?? defaultCacheDir());
-  fs.mkdirSync(cacheDir, { recursive: true });
+  const warn = opts.warn ?? stderrWarning;
+  const cacheDir = cacheFolder(opts);
+  const maxBytes = cacheMaxBytes();
   const key = buildKey(sources, t);
   // the module name makes entries recognisable; the key alone decides a hit
   const final = path.join(cacheDir, `exe-${safeFileName(sources.plan.module).slice(0, 32)}-${key.slice(0, 40)}`);
@@ -222,45 +281,51 @@ export function buildExecutable(sources: GeneratedSources, opts: BuildOptions = 
     cached,
     toolchain: t.kind,
   });
-  if (isComplete(final)) return result(true);
+  const expect: EntryExpectation = { kind: 'executable', key, present: t.kind === 'sdk' ? ['step', 'codelets.gp'] : ['step'] };
+  if (useEntry(final, expect, 'executable', warn)) return result(true);
   sweep(cacheDir);
 
+  const lib = t.kind === 'emulation' ? emulationLibrary(t, cacheDir, opts, warn) : undefined;
   const tmp = tempDir(cacheDir, key);
-  for (const [name, text] of Object.entries(sources.files)) fs.writeFileSync(path.join(tmp, name), text);
-  const out = (f: string) => path.join(tmp, f);
-  let stages: Job[][];
-  if (t.kind === 'sdk') {
-    stages = [
-      [
-        { cmd: t.popc, args: ['-O3', '--target', 'ipu2', out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
-        { cmd: t.cxx, args: [...COMPILE_FLAGS.host, '-c', out('host.cpp'), '-o', out('host.o')], cwd: tmp, label: 'host.cpp' },
-      ],
-      [{ cmd: t.cxx, args: [out('host.o'), '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lgcl'], cwd: tmp, label: 'link' }],
-    ];
-  } else {
-    const lib = emulationLibrary(t, cacheDir, opts);
-    const include = path.join(t.poplarHost, 'include');
-    const cxx = (flags: string[], src: string, obj: string, label: string): Job => ({
-      cmd: t.cxx,
-      args: [...flags, '-I', include, '-c', out(src), '-o', out(obj)],
-      cwd: tmp,
-      label,
-    });
-    stages = [
-      [
-        { cmd: t.node, args: [path.join(t.poplarHost, 'tools', 'popc-reflect.js'), out('codelets.cpp'), '-o', out('codelets_registry.cpp')], cwd: tmp, label: 'popc-reflect' },
-        cxx(COMPILE_FLAGS.host, 'host.cpp', 'host.o', 'host.cpp'),
-        cxx(COMPILE_FLAGS.codelets, 'codelets.cpp', 'codelets.o', 'codelets.cpp'),
-      ],
-      [cxx(COMPILE_FLAGS.codelets, 'codelets_registry.cpp', 'codelets_registry.o', 'codelets_registry.cpp')],
-      [{ cmd: t.cxx, args: [out('host.o'), out('codelets.o'), out('codelets_registry.o'), lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }],
-    ];
+  try {
+    for (const [name, text] of Object.entries(sources.files)) fs.writeFileSync(path.join(tmp, name), text);
+    const out = (f: string) => path.join(tmp, f);
+    let stages: Job[][];
+    if (t.kind === 'sdk') {
+      stages = [
+        [
+          { cmd: t.popc, args: ['-O3', '--target', 'ipu2', out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
+          { cmd: t.cxx, args: [...COMPILE_FLAGS.host, '-c', out('host.cpp'), '-o', out('host.o')], cwd: tmp, label: 'host.cpp' },
+        ],
+        [{ cmd: t.cxx, args: [out('host.o'), '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lgcl'], cwd: tmp, label: 'link' }],
+      ];
+    } else {
+      const include = path.join(t.poplarHost, 'include');
+      const cxx = (flags: string[], src: string, obj: string, label: string): Job => ({
+        cmd: t.cxx,
+        args: [...flags, '-I', include, '-c', out(src), '-o', out(obj)],
+        cwd: tmp,
+        label,
+      });
+      stages = [
+        [
+          { cmd: t.node, args: [path.join(t.poplarHost, 'tools', 'popc-reflect.js'), out('codelets.cpp'), '-o', out('codelets_registry.cpp')], cwd: tmp, label: 'popc-reflect' },
+          cxx(COMPILE_FLAGS.host, 'host.cpp', 'host.o', 'host.cpp'),
+          cxx(COMPILE_FLAGS.codelets, 'codelets.cpp', 'codelets.o', 'codelets.cpp'),
+        ],
+        [cxx(COMPILE_FLAGS.codelets, 'codelets_registry.cpp', 'codelets_registry.o', 'codelets_registry.cpp')],
+        [{ cmd: t.cxx, args: [out('host.o'), out('codelets.o'), out('codelets_registry.o'), lib!.lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }],
+      ];
+    }
+    runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling');
+    for (const f of fs.readdirSync(tmp)) if (f.endsWith('.o')) fs.rmSync(path.join(tmp, f));
+    sealEntry(tmp, { kind: 'executable', module: sources.plan.module, key, toolchain: t.kind, toolchainVersion: t.version, flags: COMPILE_FLAGS });
+    publish(tmp, final, (d) => entryProblem(d, expect));
+  } catch (e) {
+    dropBuild(tmp);
+    throw e;
   }
-  runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling');
-  for (const f of fs.readdirSync(tmp)) if (f.endsWith('.o')) fs.rmSync(path.join(tmp, f));
-  const info = { module: sources.plan.module, key, toolchain: t.kind, toolchainVersion: t.version, flags: COMPILE_FLAGS, built: new Date().toISOString() };
-  fs.writeFileSync(path.join(tmp, 'cache-info.json'), `${JSON.stringify(info, null, 2)}\n`);
-  fs.writeFileSync(path.join(tmp, 'complete'), '');
-  publish(tmp, final);
+  touchEntry(final);
+  autoPrune(cacheDir, [final, ...(lib ? [lib.dir] : [])], maxBytes);
   return result(false);
 }

@@ -3,6 +3,8 @@ export type { CompiledBackendOptions, ExecutableImage } from './backend.js';
 export { buildExecutable, buildKey, defaultCacheDir } from './build.js';
 export type { BuildOptions, BuiltExecutable } from './build.js';
 export { compileAndExport, loadExecutable, writeFileAtomic } from './archive.js';
+export { DEFAULT_CACHE_MAX_BYTES, cacheMaxBytes, checkCacheDir, clearCache, listCache, parseByteSize, pruneCache, resolveCacheDir } from './cache.js';
+export type { CacheEntry, CacheEntryKind, PruneOptions, PruneResult } from './cache.js';
 export type { LoadedExecutable } from './archive.js';
 export { findToolchain } from './toolchain.js';
 export type { Toolchain } from './toolchain.js';

@@ -7,6 +7,110 @@ import { MessageChannel, MessagePort, Worker, receiveMessageOnPort } from 'node:
  * blocks, but never without a deadline, and a dead or silent child surfaces as an error.
  */
 
+/**
+ * The build runner, a separate node process that runs the commands of a build. It sits in a
+ * session of its own, and so does each command (with the processes it starts), so a whole command
+ * can be killed with its process group. When the process that started it goes away without a
+ * word (killed by a signal, or its worker dropped), its stdin ends: it then kills every command
+ * still running and removes the build folder, so nothing of the build outlives tilegraph. This
+ * does not depend on signal handlers, which cannot run while the caller waits synchronously.
+ */
+const RUNNER_SOURCE = String.raw`
+const { spawn } = require('child_process');
+const fs = require('fs');
+const MAX_LOG = 1 << 20;
+function keepTail(s) { return s.length > MAX_LOG ? s.slice(s.length - MAX_LOG) : s; }
+let setup, finished = false, killing = false, orphaned = false, input = '';
+const children = new Set();
+function post(msg, last) {
+  try { process.stdout.write(JSON.stringify(msg) + '\n', last ? () => process.exit(0) : undefined); }
+  catch (e) { orphan(); }
+}
+function killGroup(child) {
+  try { process.kill(-child.pid, 'SIGKILL'); } catch (e) { try { child.kill('SIGKILL'); } catch (e2) {} }
+}
+function finish(type) { finished = true; post({ type }, true); }
+function orphan() {
+  if (finished || orphaned) { if (finished) process.exit(0); return; }
+  orphaned = true;
+  for (const c of children) killGroup(c);
+  const until = Date.now() + 3000;
+  const wait = () => {
+    if (children.size > 0 && Date.now() < until) { setTimeout(wait, 20); return; }
+    if (setup && setup.cleanup) { try { fs.rmSync(setup.cleanup, { recursive: true, force: true }); } catch (e) {} }
+    process.exit(0);
+  };
+  wait();
+}
+process.stdout.on('error', orphan);
+process.stdin.setEncoding('utf8');
+process.stdin.on('end', orphan);
+process.stdin.on('error', orphan);
+process.stdin.on('data', (d) => {
+  input += d;
+  for (let nl = input.indexOf('\n'); nl >= 0; nl = input.indexOf('\n')) {
+    const line = input.slice(0, nl);
+    input = input.slice(nl + 1);
+    if (!setup) { setup = JSON.parse(line); runStage(); }
+    else if (line === 'kill' && !killing) {
+      // answered once every command has exited (and been reaped)
+      killing = true;
+      if (children.size === 0) finish('killed');
+      for (const c of children) killGroup(c);
+    }
+  }
+});
+// stages run one after another; the commands of a stage run in parallel (at most 'parallel')
+let s = 0;
+function runStage() {
+  if (orphaned || killing) return;
+  if (s >= setup.stages.length) { finish('done'); return; }
+  const jobs = setup.stages[s++];
+  const parallel = Math.max(1, setup.parallel);
+  let next = 0, running = 0, failed = false, finishedJobs = 0;
+  const startOne = () => {
+    const job = jobs[next++];
+    running++;
+    let out = '', err = '';
+    let child;
+    try {
+      child = spawn(job.cmd, job.args, { cwd: job.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: job.env || process.env, detached: true });
+    } catch (e) {
+      failed = true;
+      post({ type: 'error', job, code: null, signal: null, stdout: '', stderr: String(e && e.message || e) });
+      return;
+    }
+    if (child.pid) children.add(child);
+    const timer = job.timeoutMs ? setTimeout(() => { err += '\n[killed after ' + job.timeoutMs + ' ms]'; killGroup(child); }, job.timeoutMs) : undefined;
+    child.stdout.on('data', (d) => { out = keepTail(out + d); });
+    child.stderr.on('data', (d) => { err = keepTail(err + d); });
+    child.on('error', (e) => { err += String(e && e.message || e); });
+    child.on('close', (code, sig) => {
+      children.delete(child);
+      if (timer) clearTimeout(timer);
+      running--;
+      if (orphaned) return;
+      if (killing) {
+        if (children.size === 0) finish('killed');
+        return;
+      }
+      finishedJobs++;
+      if (failed) return;
+      if (code !== 0) {
+        failed = true;
+        post({ type: 'error', job, code, signal: sig, stdout: out, stderr: err });
+        return;
+      }
+      post({ type: 'progress', label: job.label });
+      if (finishedJobs === jobs.length) runStage();
+      else while (running < parallel && next < jobs.length) startOne();
+    });
+  };
+  if (jobs.length === 0) { runStage(); return; }
+  while (running < parallel && next < jobs.length) startOne();
+}
+`;
+
 /** The worker: spawns children with argument arrays (never a shell) and reports on a port. */
 const WORKER_SOURCE = String.raw`
 const { workerData, parentPort } = require('worker_threads');
@@ -22,65 +126,32 @@ function post(msg, transfer) {
 function keepTail(s) { return s.length > MAX_LOG ? s.slice(s.length - MAX_LOG) : s; }
 
 if (workerData.mode === 'jobs') {
-  // stages run one after another; the commands of a stage run in parallel (at most 'parallel')
-  const stages = workerData.stages;
-  const parallel = Math.max(1, workerData.parallel);
-  const children = new Set();
-  let killing = false;
-  parentPort.on('message', (m) => {
-    if (m && m.type === 'kill') {
-      // answered once every child has exited (and been reaped)
-      killing = true;
-      if (children.size === 0) post({ type: 'killed' });
-      for (const c of children) c.kill('SIGKILL');
+  // the runner reports in JSON lines; this worker passes them on
+  const runner = spawn(process.execPath, ['-e', workerData.runner], { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: process.env });
+  let buf = '', errText = '', ended = false;
+  runner.stdin.on('error', () => {});
+  runner.stdin.write(JSON.stringify({ stages: workerData.stages, parallel: workerData.parallel, cleanup: workerData.cleanup }) + '\n');
+  runner.stdout.setEncoding('utf8');
+  runner.stdout.on('data', (d) => {
+    buf += d;
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      const m = JSON.parse(buf.slice(0, nl));
+      buf = buf.slice(nl + 1);
+      if (m.type === 'done' || m.type === 'killed') ended = true;
+      post(m);
     }
   });
-  let s = 0;
-  const runStage = () => {
-    if (s >= stages.length) { post({ type: 'done' }); return; }
-    const jobs = stages[s++];
-    let next = 0, running = 0, failed = false, finished = 0;
-    const startOne = () => {
-      const job = jobs[next++];
-      running++;
-      let out = '', err = '';
-      let child;
-      try {
-        child = spawn(job.cmd, job.args, { cwd: job.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: job.env || process.env });
-      } catch (e) {
-        failed = true;
-        post({ type: 'error', job, code: null, signal: null, stdout: '', stderr: String(e && e.message || e) });
-        return;
-      }
-      children.add(child);
-      const timer = job.timeoutMs ? setTimeout(() => { err += '\n[killed after ' + job.timeoutMs + ' ms]'; child.kill('SIGKILL'); }, job.timeoutMs) : undefined;
-      child.stdout.on('data', (d) => { out = keepTail(out + d); });
-      child.stderr.on('data', (d) => { err = keepTail(err + d); });
-      child.on('error', (e) => { err += String(e && e.message || e); });
-      child.on('close', (code, sig) => {
-        children.delete(child);
-        if (timer) clearTimeout(timer);
-        running--;
-        if (killing) {
-          if (children.size === 0) post({ type: 'killed' });
-          return;
-        }
-        finished++;
-        if (failed) return;
-        if (code !== 0) {
-          failed = true;
-          post({ type: 'error', job, code, signal: sig, stdout: out, stderr: err });
-          return;
-        }
-        post({ type: 'progress', label: job.label });
-        if (finished === jobs.length) runStage();
-        else while (running < parallel && next < jobs.length) startOne();
-      });
-    };
-    if (jobs.length === 0) { runStage(); return; }
-    while (running < parallel && next < jobs.length) startOne();
-  };
-  runStage();
+  runner.stderr.on('data', (d) => { errText = keepTail(errText + d); });
+  runner.on('error', (e) => { errText += String(e && e.message || e); });
+  runner.on('close', (code, sig) => {
+    if (ended) return;
+    const job = workerData.stages.flat()[0] || { cmd: process.execPath, args: [], cwd: '', label: 'build runner' };
+    post({ type: 'error', job, code: null, signal: sig, stdout: '', stderr: 'the build runner stopped unexpectedly (exit code ' + code + ')\n' + errText });
+    post({ type: 'killed' });
+  });
+  parentPort.on('message', (m) => {
+    if (m && m.type === 'kill') runner.stdin.write('kill\n');
+  });
 } else {
   // one long-lived child answering requests: each request is written to its stdin and answered
   // by a line "ok n1 n2 ...\n" followed by n1 + n2 + ... bytes
@@ -143,7 +214,9 @@ interface Channel {
 function startWorker(data: Record<string, unknown>): Channel {
   const signal = new Int32Array(new SharedArrayBuffer(8));
   const { port1, port2 } = new MessageChannel();
-  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { ...data, signal: signal.buffer, port: port1 }, transferList: [port1] });
+  // the worker's source is CommonJS: a process started with --input-type=module must not pass that on
+  const execArgv = process.execArgv.filter((a, i, all) => !a.startsWith('--input-type') && all[i - 1] !== '--input-type');
+  const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv, workerData: { ...data, signal: signal.buffer, port: port1 }, transferList: [port1] });
   worker.unref();
   return { worker, port: port2, signal };
 }
@@ -182,13 +255,21 @@ export interface JobFailure {
 
 /**
  * Runs stages of commands (the commands of a stage in parallel), calling `onProgress` after each
- * finished command and `tick` while waiting. Returns the first failure, if any.
+ * finished command and `tick` while waiting. Returns the first failure, if any. The commands never
+ * outlive this process (see RUNNER_SOURCE).
  */
 export function runJobsSync(
   stages: readonly (readonly Job[])[],
-  opts: { parallel: number; timeoutMs: number; onProgress?: (label: string) => void; tick?: () => void },
+  opts: {
+    parallel: number;
+    timeoutMs: number;
+    onProgress?: (label: string) => void;
+    tick?: () => void;
+    /** A folder removed if this process dies before the jobs finish (the build folder). */
+    cleanup?: string;
+  },
 ): JobFailure | undefined {
-  const ch = startWorker({ mode: 'jobs', stages, parallel: opts.parallel });
+  const ch = startWorker({ mode: 'jobs', stages, parallel: opts.parallel, runner: RUNNER_SOURCE, ...(opts.cleanup ? { cleanup: opts.cleanup } : {}) });
   const deadline = Date.now() + opts.timeoutMs;
   try {
     for (;;) {

@@ -1,0 +1,96 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { CacheEntry, PruneResult, cacheMaxBytes, clearCache, listCache, parseByteSize, pruneCache, resolveCacheDir } from '@tilegraph/runtime';
+import { positiveNumber } from '../flags.js';
+
+/**
+ * `tilegraph cache ls | prune | clear`: the executable cache ($XDG_CACHE_HOME/tilegraph or
+ * ~/.cache/tilegraph unless --dir), where builds and unpacked exported executables are kept.
+ */
+
+const DIR_FLAG = ['--dir <folder>', 'the cache folder (default: $XDG_CACHE_HOME/tilegraph, else ~/.cache/tilegraph)'] as const;
+
+function byteSize(v: string): number {
+  const n = parseByteSize(v);
+  if (n === undefined) throw new InvalidArgumentError(`expected a size in bytes, e.g. 1048576, 500M or 2G, got '${v}'`);
+  return n;
+}
+
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let u = 0;
+  let v = n;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${n} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+function formatDate(d: Date): string {
+  const p = (x: number) => String(x).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
+}
+
+function clip(s: string, n: number): string {
+  return s.length > n ? `${s.slice(0, n - 3)}...` : s;
+}
+
+function table(entries: readonly CacheEntry[]): string[] {
+  const rows = [
+    ['NAME', 'KIND', 'MODULE', 'SIZE', 'LAST USED', 'VALID'],
+    ...entries.map((e) => [e.name, e.kind, clip(e.module ?? '-', 24), formatBytes(e.bytes), formatDate(e.lastUsed), e.valid ? 'yes' : `no: ${e.problem ?? 'unknown'}`]),
+  ];
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  '));
+}
+
+function report(what: string, r: PruneResult, dir: string): void {
+  const lines = r.removed.map((e) => `removed ${e.name} (${e.kind}, ${formatBytes(e.bytes)})`);
+  const n = r.removed.length;
+  lines.push(n === 0 ? `${what}: nothing to remove; the cache holds ${formatBytes(r.remainingBytes)} (${dir})` : `${what}: removed ${n} ${n === 1 ? 'entry' : 'entries'}, freed ${formatBytes(r.freedBytes)}; the cache holds ${formatBytes(r.remainingBytes)} (${dir})`);
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+export function registerCache(program: Command): void {
+  const cache = program.command('cache').description('list, prune or clear the executable cache (builds and unpacked exported executables)');
+
+  cache
+    .command('ls')
+    .alias('list')
+    .description('list the cache entries, most recently used first, checking each against its manifest')
+    .option(...DIR_FLAG)
+    .action((o: { dir?: string }) => {
+      const dir = resolveCacheDir(o.dir);
+      const entries = listCache(dir);
+      const total = entries.reduce((n, e) => n + e.bytes, 0);
+      const invalid = entries.filter((e) => !e.valid && e.kind !== 'partial').length;
+      const lines = [`cache: ${dir}`];
+      if (entries.length) lines.push(...table(entries));
+      lines.push(
+        `${entries.length} ${entries.length === 1 ? 'entry' : 'entries'}, ${formatBytes(total)} (pruned beyond ${formatBytes(cacheMaxBytes())})` +
+          (invalid ? `; ${invalid} invalid (rebuilt when next used; \`tilegraph cache prune\` removes them)` : ''),
+      );
+      process.stdout.write(lines.join('\n') + '\n');
+    });
+
+  cache
+    .command('prune')
+    .description('remove invalid entries and leftovers of interrupted builds, then the least recently used entries beyond --max-size or unused for --older-than days')
+    .option(...DIR_FLAG)
+    .option('--max-size <size>', 'keep at most this much: bytes, or with a K/M/G suffix (default: TILEGRAPH_CACHE_MAX_BYTES, else 2G)', byteSize)
+    .option('--older-than <days>', 'remove entries not used for this many days', positiveNumber)
+    .action((o: { dir?: string; maxSize?: number; olderThan?: number }) => {
+      const dir = resolveCacheDir(o.dir);
+      const r = pruneCache(dir, { maxBytes: o.maxSize ?? cacheMaxBytes(), ...(o.olderThan !== undefined ? { olderThanDays: o.olderThan } : {}) });
+      report('prune', r, dir);
+    });
+
+  cache
+    .command('clear')
+    .description('remove every cache entry (other files in the folder are left alone)')
+    .option(...DIR_FLAG)
+    .action((o: { dir?: string }) => {
+      const dir = resolveCacheDir(o.dir);
+      report('clear', clearCache(dir), dir);
+    });
+}
