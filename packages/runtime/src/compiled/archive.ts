@@ -81,7 +81,7 @@ export interface LoadedExecutable {
   readonly plan: BuildPlan;
   readonly image: ExecutableImage;
   /** Starts the executable. */
-  backend(opts?: BackendOptions & { timeoutMs?: number }): CompiledBackend;
+  backend(opts?: BackendOptions & { stepTimeoutMs?: number }): CompiledBackend;
   /** A factory for sessions (the module argument is ignored: the executable is fixed). */
   readonly factory: BackendFactory;
 }
