@@ -20,8 +20,8 @@ describe('README TypeScript example', () => {
     const xs = Tensor.from('float32', [n, 16], Array.from({ length: n * 16 }, () => rng.normal()));
     const ys = Tensor.from('int32', [n], Array.from({ length: n }, (_, i) => i % 10));
     const { loss } = model.run({ x: xs, y: ys });
-    // Final output mode (the training default): the last micro-batch's loss
-    expect(loss!.shape).toEqual([1]);
+    // Final output mode (the training default): the last micro-batch's loss, a scalar as declared
+    expect(loss!.shape).toEqual([]);
     const weights = model.stateDict();
     expect(Object.keys(weights).sort()).toEqual(['fc1.bias', 'fc1.weight', 'fc2.bias', 'fc2.weight']);
     expect(weights['fc1.weight']!.shape).toEqual([32, 16]);

@@ -1,71 +1,28 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
-import { DiagnosticError, Graph, GraphBuilder, Rng, Tensor, error, isFloat, warning } from '@tilegraph/ir';
+import { DiagnosticError, Graph, GraphBuilder, Tensor, drawsRandom, error, warning } from '@tilegraph/ir';
 import { formatTimings, makeOptimizer } from '@tilegraph/passes';
-import { findToolchain, referenceBackend, saveWeights, trainingModel, weightsFormatOf } from '@tilegraph/runtime';
+import { DataLoader, Dataset, findToolchain, loadWeights, referenceBackend, saveWeights, trainingModel, weightsFormatOf } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { checkOutputFile } from '../files.js';
+import { checkInputFile, checkOutputFile } from '../files.js';
 import { loadModel } from '../load.js';
 import { modelArgs } from './step.js';
+import { checkWeightsFit } from './run.js';
 import { IMPORT_PATH_FLAG, finiteNumber, importPathsOf, naturalInt, positiveInt, positiveNumber } from '../flags.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
+import { InputSpec } from '../data/arrays.js';
+import { loadData } from '../data/dataset.js';
+import { TeacherDataset } from '../data/synthetic.js';
+import { EvalResult, Evaluator } from '../data/evaluate.js';
+import { CHECKPOINT_FORMAT, CheckpointState, findCheckpoint, readCheckpoint, writeCheckpoint } from '../data/checkpoint.js';
+import { checkOutputDir } from '../data/outputs.js';
+import { onnxInitializers, writeOnnxWithWeights } from '../data/onnx.js';
 
-/**
- * A learnable synthetic classification task: float inputs are standard normal; each integer
- * input (the labels) is the arg-max of a fixed random linear "teacher" applied to the first float
- * input (its first 64 features), so a model that can represent a linear classifier drives its loss down.
- */
-export class TeacherDataset {
-  readonly length: number;
-  private readonly samples: Record<string, number[]>[] = [];
-  private readonly shapes: Record<string, { dtype: Tensor['dtype']; shape: number[] }> = {};
-
-  constructor(g: Graph, length: number, classes: number, seed: number) {
-    this.length = length;
-    const rng = new Rng(seed, 7);
-    const inputs = g.inputs().map((o) => ({ name: o.attrs['name'] as string, type: o.result.type }));
-    const floats = inputs.filter((i) => isFloat(i.type.dtype));
-    // the teacher reads at most the first 64 features, so its size stays small for wide inputs
-    const features = Math.min(64, floats[0] ? floats[0].type.shape.slice(1).reduce((a, d) => a * d, 1) : 0);
-    const teacher = Float64Array.from({ length: classes * features }, () => rng.normal());
-    for (const i of inputs) this.shapes[i.name] = { dtype: i.type.dtype, shape: i.type.shape.slice(1) };
-    for (let n = 0; n < length; n++) {
-      const s: Record<string, number[]> = {};
-      for (const i of inputs) {
-        const size = i.type.shape.slice(1).reduce((a, d) => a * d, 1);
-        if (isFloat(i.type.dtype)) s[i.name] = Array.from({ length: size }, () => rng.normal());
-      }
-      const x = floats[0] ? s[floats[0].name]! : [];
-      let best = 0;
-      let bestScore = -Infinity;
-      for (let c = 0; c < classes; c++) {
-        let score = 0;
-        for (let f = 0; f < features; f++) score += teacher[c * features + f]! * x[f]!;
-        if (score > bestScore) [best, bestScore] = [c, score];
-      }
-      for (const i of inputs) {
-        if (!isFloat(i.type.dtype)) {
-          const size = i.type.shape.slice(1).reduce((a, d) => a * d, 1);
-          s[i.name] = Array.from({ length: size }, () => best);
-        }
-      }
-      this.samples.push(s);
-    }
-  }
-
-  /** The samples at `indices`, stacked along a new first dimension per input. */
-  batch(indices: readonly number[]): Record<string, Tensor> {
-    const out: Record<string, Tensor> = {};
-    for (const [name, { dtype, shape }] of Object.entries(this.shapes)) {
-      const values: number[] = [];
-      for (const k of indices) values.push(...this.samples[k]![name]!);
-      out[name] = Tensor.from(dtype, [indices.length, ...shape], values);
-    }
-    return out;
-  }
-}
+export { TeacherDataset } from '../data/synthetic.js';
 
 /** Appends a loss on the first output: PyTorch's CrossEntropyLoss(mean) or MSELoss(mean). */
 function withLoss(g: Graph, kind: string): Graph {
@@ -102,13 +59,15 @@ function mean(xs: readonly number[]): number {
 }
 
 interface TrainFlags {
-  steps: number;
+  steps?: number;
+  epochs?: number;
   optimizer: string;
   lr?: number;
   options?: string;
   batchSize?: number;
   samples: number;
   seed: number;
+  intHigh: number;
   replicas?: number;
   accumulation?: number;
   deviceIterations?: number;
@@ -118,14 +77,50 @@ interface TrainFlags {
   progress: boolean;
   stopOnNan?: boolean;
   timeout?: number;
+  data?: string;
+  evalData?: string;
+  shuffle?: boolean;
+  checkpointDir?: string;
+  checkpointEvery?: number;
+  resume?: string;
+  load?: string;
+}
+
+/** `--load`: weights from safetensors/JSON, a checkpoint folder, or an ONNX file's float initializers. */
+function loadInitialWeights(g: Graph, file: string): Record<string, Tensor> {
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    st = undefined;
+  }
+  if (st?.isDirectory()) {
+    const w = path.join(file, 'weights.safetensors');
+    if (!fs.existsSync(w)) throw new UsageError(`--load ${file} is a folder without weights.safetensors (give a weights file or a checkpoint folder)`);
+    return checkWeightsFit(g, w, loadWeights(w));
+  }
+  checkInputFile(file, 'weights file');
+  if (file.toLowerCase().endsWith('.onnx')) return checkWeightsFit(g, file, onnxInitializers(file));
+  if (!weightsFormatOf(file)) throw new UsageError(`--load ${file}: give a .safetensors, .json or .onnx file, or a checkpoint folder`);
+  return checkWeightsFit(g, file, loadWeights(file));
+}
+
+function formatEval(r: EvalResult): string {
+  const parts = [...(r.loss !== undefined ? [`eval loss ${r.loss.toFixed(4)}`] : []), ...(r.accuracy !== undefined ? [`accuracy ${r.accuracy.toFixed(4)}`] : [])];
+  return `${parts.join(', ') || 'evaluated'} (${r.samples} samples${r.leftOut ? `; the last ${r.leftOut} do not fill a micro-batch` : ''})`;
 }
 
 export function registerTrain(program: Command): void {
   const cmd = program
     .command('train')
-    .description('train a model on a synthetic classification task and print the loss')
+    .description('train a model on data (--data) or on a synthetic classification task, and print the loss')
     .argument('<model>', 'model file (.tg, .onnx or .tgir) with a loss')
-    .option('--steps <n>', 'optimizer steps', positiveInt, 50)
+    .option('--data <file>', "training data: an .npz (or .npy) file, a folder of .npy files, or a .js module exporting a dataset; arrays named like the model's inputs, first dimension = samples (default: a synthetic task)")
+    .option('--eval-data <file>', 'data evaluated after each epoch (and at the end): mean loss, and accuracy (see below)')
+    .option('--steps <n>', 'optimizer steps in all, a resumed training included (default 50)', positiveInt)
+    .option('--epochs <n>', 'passes over the data in all, instead of --steps', positiveInt)
+    .option('--shuffle', 'visit the samples in a new random order each epoch, from --seed (the default)')
+    .option('--no-shuffle', 'visit the samples in file order')
     .option('--optimizer <name>', `one of ${Object.keys(OPTIMIZER_FLAGS).join(', ')}`, 'sgd')
     .option('--lr <x>', 'learning rate', finiteNumber)
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
@@ -133,24 +128,53 @@ export function registerTrain(program: Command): void {
     .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=4')
     .option(...IMPORT_PATH_FLAG)
     .option('--samples <n>', 'size of the synthetic data set', positiveInt, 1024)
-    .option('--seed <n>', 'seed of the data set and shuffling', naturalInt, 0)
+    .option('--seed <n>', 'seed of the synthetic data and of shuffling', naturalInt, 0)
+    .option('--int-high <n>', 'synthetic integer inputs that are neither labels nor read by an embedding are drawn from [0, n)', positiveInt, 2)
     .option('--replicas <n>', 'replicationFactor', positiveInt)
     .option('--accumulation <n>', 'Training.gradientAccumulation', positiveInt)
     .option('--device-iterations <n>', 'deviceIterations', positiveInt)
     .option('--backend <target>', 'where the step runs: ipu (compiled: the Poplar SDK if popc is on PATH, else the poplar-host emulation) or reference (the IR interpreter)', 'ipu')
     .option('--loss <kind>', 'add a loss to a model that has none (an ONNX export returning logits): cross_entropy (labels input "labels") or mse (targets input "targets"), on the first output')
-    .option('--save <file>', 'write the trained weights: safetensors (.safetensors) or JSON (.json), by the extension')
+    .option('--load <file>', 'start from saved weights: .safetensors or .json (train --save), a checkpoint folder, or an ONNX file (its initializers)')
+    .option('--save <file>', 'write the trained weights: .safetensors, .json, or .onnx (the ONNX model with its initializers replaced; ONNX models only)')
+    .option('--checkpoint-dir <dir>', 'write checkpoints here (a folder step-N each: weights, optimizer state, counters), at the end and every --checkpoint-every steps')
+    .option('--checkpoint-every <n>', 'steps between checkpoints', positiveInt)
+    .option('--resume <dir>', 'continue from a checkpoint (a step-N folder, or the newest in a --checkpoint-dir) exactly where it stopped')
     .option('--stop-on-nan', 'stop at the first step whose loss is NaN or infinite (exit code 1, nothing saved)')
     .option('--timeout <seconds>', 'longest wait for one step of the compiled executable before it is stopped (default 600)', positiveNumber)
-    .option('--no-progress', 'no progress bar');
+    .option('--no-progress', 'no progress bar')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Batches: each step reads micro-batch × deviceIterations × replicas × accumulation samples; an epoch',
+        'drops the samples that do not fill a step. Printed: a line per step when stdout is not a terminal',
+        '(step, loss, samples/s), else every tenth; a progress bar on a terminal\'s stderr.',
+        'Evaluation (--eval-data): the mean loss over whole micro-batches, and the accuracy when an integer',
+        'label input feeds a cross_entropy or nll_loss whose class scores are a model output (through',
+        'log_softmax or softmax): the arg-max over dim 1 of those scores compared with the label, ignore_index',
+        'labels left out.',
+        'Resuming (--resume) restores weights, optimizer state and the position in the data; random ops',
+        '(dropout) start a new random stream, so only models without them resume bit for bit.',
+      ].join('\n'),
+    );
   registerPassFlags(cmd);
-  cmd.action((model: string, o: TrainFlags & Record<string, unknown>) => {
-    for (const [k, v] of Object.entries({ steps: o.steps, samples: o.samples })) {
-      if (!Number.isInteger(v) || v < 1) throw new UsageError(`--${k} must be a positive integer`);
-    }
+  cmd.action(async function (this: Command, model: string, o: TrainFlags & Record<string, unknown>) {
+    const fromCli = (k: string) => this.getOptionValueSource(k) === 'cli';
+    if (o.steps !== undefined && o.epochs !== undefined) throw new UsageError('give --steps or --epochs, not both');
+    if (o.data && fromCli('samples')) throw new UsageError('--samples sizes the synthetic data set; with --data the data set is the file');
+    if (o.checkpointEvery !== undefined && !o.checkpointDir) throw new UsageError('--checkpoint-every needs --checkpoint-dir');
+    if (o.load && o.resume) throw new UsageError('give --load (start from weights) or --resume (continue a training), not both');
+    const configFiles = [model, ...(o.options ? [o.options] : [])];
     // the weights are written after training: check where before it starts
-    if (o.save) checkOutputFile(o.save, '--save', [model, ...(o.options ? [o.options] : [])]);
-    if (o.save && !weightsFormatOf(o.save)) throw new UsageError(`--save ${o.save}: name the file .safetensors (safetensors, for PyTorch and NumPy too) or .json (JSON)`);
+    if (o.save) {
+      checkOutputFile(o.save, '--save', configFiles);
+      const onnx = o.save.toLowerCase().endsWith('.onnx');
+      if (!onnx && !weightsFormatOf(o.save)) throw new UsageError(`--save ${o.save}: name the file .safetensors (safetensors, for PyTorch and NumPy too) or .json (JSON), or .onnx for an ONNX model`);
+      if (onnx && !model.toLowerCase().endsWith('.onnx')) throw new UsageError(`--save ${o.save}: an ONNX file is written from an ONNX model, and ${model} is not one; save .safetensors or .json`);
+    }
+    if (o.checkpointDir) checkOutputDir(o.checkpointDir, '--checkpoint-dir');
+    const resumeDir = o.resume ? findCheckpoint(o.resume) : undefined;
     const optType = optimizerFromFlag(o.optimizer);
     const options = o.options ? loadOptionsFile(o.options) : new Options();
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);
@@ -164,66 +188,157 @@ export function registerTrain(program: Command): void {
     const { passes, timePasses } = passFlags(o);
     const backendName = (o.backend as string).toLowerCase();
     if (backendName !== 'ipu' && backendName !== 'reference') throw new UsageError(`--backend must be ipu or reference, got '${o.backend}'`);
-    const trainer = trainingModel(g, options, opt, { passes, ...(backendName === 'reference' ? { backend: referenceBackend } : {}) });
+    const backend = backendName === 'reference' ? referenceBackend : undefined;
+    const trainer = trainingModel(g, options, opt, { passes, ...(backend ? { backend } : {}) });
     const target = backendName === 'reference' ? 'the reference interpreter' : findToolchain().kind === 'sdk' ? 'the IPU (Poplar SDK)' : 'the emulated IPU (poplar-host)';
 
-    const micro = g.inputs()[0]?.result.type.shape[0] ?? 1;
-    const inputGroups = options.replication_factor / Math.max(1, options.input_group_size);
-    const perRun = micro * options.device_iterations * inputGroups * options.Training.gradient_accumulation;
-    if (perRun > o.samples) throw new UsageError(`one run needs ${perRun} samples but the data set has ${o.samples} (raise --samples)`);
-    const data = new TeacherDataset(g, o.samples, classCount(g), o.seed);
-    const rng = new Rng(o.seed, 11);
-    let order: number[] = [];
-    let cursor = 0;
-    const nextIndices = (): number[] => {
-      if (cursor + perRun > order.length) {
-        // a new epoch: reshuffle (Fisher-Yates), dropping the incomplete tail
-        order = Array.from({ length: o.samples }, (_, i) => i);
-        for (let i = order.length - 1; i > 0; i--) {
-          const j = rng.nextU32() % (i + 1);
-          [order[i], order[j]] = [order[j]!, order[i]!];
-        }
-        cursor = 0;
-      }
-      const idx = order.slice(cursor, cursor + perRun);
-      cursor += perRun;
-      return idx;
-    };
+    const inputs: InputSpec[] = g.inputs().map((op) => ({ name: op.attrs['name'] as string, type: op.result.type }));
+    const micro = inputs.find((i) => i.type.shape.length > 0)?.type.shape[0] ?? 1;
+    const shuffle = o.shuffle ?? true;
+    let dataset: Dataset;
+    let dataName: string;
+    if (o.data) {
+      const d = await loadData(o.data, '--data', inputs);
+      dataset = d.dataset;
+      dataName = d.describe;
+    } else {
+      const inputGroups = options.replication_factor / Math.max(1, options.input_group_size);
+      const perRun = micro * options.device_iterations * inputGroups * options.Training.gradient_accumulation;
+      if (perRun > o.samples) throw new UsageError(`one run needs ${perRun} samples but the data set has ${o.samples} (raise --samples)`);
+      dataset = new TeacherDataset(g, o.samples, classCount(g), o.seed, o.intHigh);
+      dataName = `a synthetic task (${o.samples} samples)`;
+    }
+    const loader = new DataLoader(options, dataset, { batchSize: micro, shuffle, seed: o.seed, dropLast: true });
+    const evalData = o.evalData ? await loadData(o.evalData, '--eval-data', inputs) : undefined;
+    const runsPerEpoch = loader.length;
+    const C = loader.combinedBatchSize;
+    const totalSteps = o.epochs !== undefined ? o.epochs * runsPerEpoch : (o.steps ?? 50);
 
-    process.stdout.write(`training ${g.name} (${g.parameters().length} parameters) with ${opt.type} on ${target}: ${o.steps} steps of ${perRun} samples\n`);
+    process.stdout.write(
+      `training ${g.name} (${g.parameters().length} parameters) with ${opt.type} on ${target}: ${totalSteps} steps of ${C} samples, from ${dataName}, ${runsPerEpoch} steps an epoch${shuffle ? ', shuffled' : ''}\n`,
+    );
     const tc = performance.now();
     trainer.compile();
     process.stdout.write(`compiled in ${((performance.now() - tc) / 1000).toFixed(1)} s\n`);
-    const t0 = performance.now();
     stderrReporter().report(trainer.warnings);
     if (timePasses) process.stderr.write(formatTimings(trainer.passTimings) + '\n');
-    const bar = o.progress && process.stderr.isTTY ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} steps | loss {loss}', hideCursor: true }, cliProgress.Presets.shades_classic) : undefined;
-    bar?.start(o.steps, 0, { loss: '-' });
+
+    let step = 0;
+    let epoch = 0;
+    let run = 0;
+    if (o.load) {
+      trainer.loadStateDict(loadInitialWeights(g, o.load));
+      process.stdout.write(`weights loaded from ${o.load}\n`);
+    }
+    if (resumeDir) {
+      const ck = readCheckpoint(resumeDir);
+      const s = ck.state;
+      if (s.model !== g.name) throw new DiagnosticError(error(`${resumeDir}: the checkpoint is of model '${s.model}', not '${g.name}'`));
+      trainer.loadStateDict(checkWeightsFit(g, path.join(resumeDir, 'weights.safetensors'), ck.weights));
+      trainer.loadOptimizerStateDict(ck.optimizer);
+      const changed = [
+        ...(s.combinedBatchSize !== C ? [`samples a step: ${s.combinedBatchSize} then, ${C} now`] : []),
+        ...(s.dataLength !== dataset.length ? [`samples in the data: ${s.dataLength} then, ${dataset.length} now`] : []),
+        ...(s.shuffle !== shuffle || (shuffle && s.seed !== o.seed) ? [`data order: ${s.shuffle ? `shuffled with seed ${s.seed}` : 'file order'} then, ${shuffle ? `shuffled with seed ${o.seed}` : 'file order'} now`] : []),
+        ...(s.optimizer.type !== opt.type ? [`optimizer: ${s.optimizer.type} then, ${opt.type} now`] : []),
+      ];
+      if (changed.length) stderrReporter().report([warning(`resuming ${resumeDir} with other settings than the training that wrote it: it does not continue exactly`, undefined, changed)]);
+      if (trainer.compiledModule().graphs.size && [...trainer.compiledModule().graphs.values()].some(drawsRandom)) {
+        stderrReporter().report([warning('the model draws random numbers (dropout, ...): they restart from the seed, so the resumed training is not bit-identical to an uninterrupted one')]);
+      }
+      step = s.step;
+      epoch = s.epoch;
+      run = s.runInEpoch;
+      if (run >= runsPerEpoch) {
+        epoch++;
+        run = 0;
+      }
+      process.stdout.write(`resumed from ${resumeDir} at step ${step} (epoch ${epoch + 1}, step ${run + 1} of it)\n`);
+    }
+
+    const evaluator = evalData ? new Evaluator(g, evalData.dataset, micro, trainer.lossOutput, () => new Options().executableTimeout(options.executable_timeout), backend) : undefined;
+    const checkpoint = (): void => {
+      const state: CheckpointState = {
+        format: CHECKPOINT_FORMAT,
+        model: g.name,
+        step,
+        epoch,
+        runInEpoch: run,
+        seed: o.seed,
+        shuffle,
+        combinedBatchSize: C,
+        dataLength: dataset.length,
+        data: dataName,
+        optimizer: { type: opt.type, hyper: { ...opt.hyper } },
+        backend: backendName,
+      };
+      const dir = writeCheckpoint(o.checkpointDir!, state, trainer.stateDict(), trainer.optimizerStateDict());
+      process.stdout.write(`checkpoint written to ${dir}\n`);
+    };
+
+    const t0 = performance.now();
+    const remaining = Math.max(0, totalSteps - step);
+    if (remaining === 0) process.stdout.write(`nothing to do: ${step} steps are done already (raise --steps or --epochs to train on)\n`);
+    const bar = remaining > 0 && o.progress && process.stderr.isTTY ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} steps | loss {loss}', hideCursor: true }, cliProgress.Presets.shades_classic) : undefined;
+    bar?.start(totalSteps, step, { loss: '-' });
+    // piped output (train ... | tee log) gets every step; a terminal every tenth, unless the bar shows them
+    const everyStep = !process.stdout.isTTY;
+    const every = Math.max(1, Math.floor(totalSteps / 10));
+    const width = String(totalSteps).length;
     const losses: number[] = [];
-    const every = Math.max(1, Math.floor(o.steps / 10));
+    let epochLosses: number[] = [];
     let firstNonFinite: number | undefined;
-    for (let s = 1; s <= o.steps; s++) {
-      const out = trainer.run(data.batch(nextIndices()));
+    let indices = loader.indices(epoch);
+    let lastEval = -1;
+    const evaluate = (label: string) => {
+      if (!evaluator) return;
+      const r = evaluator.evaluate(trainer.stateDict());
+      lastEval = step;
+      process.stdout.write(`${label}: ${formatEval(r)}\n`);
+    };
+    while (step < totalSteps) {
+      const batch = loader.batch(epoch, run, indices);
+      const ts = performance.now();
+      const out = trainer.run(batch);
+      const secs = (performance.now() - ts) / 1000;
+      step++;
+      run++;
       const l = mean(out[trainer.lossOutput]!.toArray());
       losses.push(l);
-      if (bar) bar.update(s, { loss: l.toFixed(4) });
-      else if (s === 1 || s % every === 0 || s === o.steps) process.stdout.write(`step ${String(s).padStart(String(o.steps).length)}/${o.steps}  loss ${l.toFixed(4)}\n`);
+      epochLosses.push(l);
+      if (bar) bar.update(step, { loss: l.toFixed(4) });
+      if (everyStep || (!bar && (step === 1 || step % every === 0 || step === totalSteps))) {
+        process.stdout.write(`step ${String(step).padStart(width)}/${totalSteps}  loss ${l.toFixed(4)}  ${(C / Math.max(secs, 1e-9)).toFixed(1)} samples/s\n`);
+      }
       if (!Number.isFinite(l) && firstNonFinite === undefined) {
-        firstNonFinite = s;
+        firstNonFinite = step;
         bar?.stop();
         const hint = 'lower the learning rate (--lr), check the inputs, or use loss scaling with float16';
-        if (o.stopOnNan) throw new DiagnosticError(error(`the loss is ${l} at step ${s}: training stopped (--stop-on-nan)`, undefined, [hint, ...(o.save ? [`${o.save} was not written`] : [])]));
-        stderrReporter().report([warning(`the loss is ${l} at step ${s}; the weights are no longer finite from here on`, undefined, [hint, 'add --stop-on-nan to stop at the first such step'])]);
+        if (o.stopOnNan) throw new DiagnosticError(error(`the loss is ${l} at step ${step}: training stopped (--stop-on-nan)`, undefined, [hint, ...(o.save ? [`${o.save} was not written`] : [])]));
+        stderrReporter().report([warning(`the loss is ${l} at step ${step}; the weights are no longer finite from here on`, undefined, [hint, 'add --stop-on-nan to stop at the first such step'])]);
       }
+      if (run === runsPerEpoch) {
+        const done = epoch + 1;
+        process.stdout.write(`epoch ${done}${o.epochs !== undefined ? `/${o.epochs}` : ''}: train loss ${mean(epochLosses).toFixed(4)} (mean of ${epochLosses.length} steps)\n`);
+        evaluate(`epoch ${done}`);
+        epoch++;
+        run = 0;
+        epochLosses = [];
+        indices = loader.indices(epoch);
+      }
+      if (o.checkpointDir && ((o.checkpointEvery !== undefined && step % o.checkpointEvery === 0) || step === totalSteps)) checkpoint();
     }
     bar?.stop();
-    const k = Math.max(1, Math.floor(o.steps / 10));
-    const first = mean(losses.slice(0, k));
-    const last = mean(losses.slice(-k));
-    process.stdout.write(`loss ${first.toFixed(4)} -> ${last.toFixed(4)} (mean of the first and last ${k} steps) in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    if (lastEval !== step && remaining > 0) evaluate('end');
+    if (losses.length) {
+      const k = Math.max(1, Math.floor(losses.length / 10));
+      process.stdout.write(`loss ${mean(losses.slice(0, k)).toFixed(4)} -> ${mean(losses.slice(-k)).toFixed(4)} (mean of the first and last ${k} steps) in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    }
     if (o.save) {
+      const weights = trainer.stateDict();
+      if (o.save.toLowerCase().endsWith('.onnx')) writeOnnxWithWeights(model, o.save, weights);
       // streamed tensor by tensor: no single string or buffer holds the whole file
-      saveWeights(o.save, trainer.stateDict(), { metadata: { producer: 'tilegraph', model: g.name, steps: String(o.steps), optimizer: opt.type } });
+      else saveWeights(o.save, weights, { metadata: { producer: 'tilegraph', model: g.name, steps: String(step), optimizer: opt.type } });
       process.stdout.write(`weights written to ${o.save}\n`);
     }
   });

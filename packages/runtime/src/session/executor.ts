@@ -453,6 +453,34 @@ export abstract class PoplarExecutor {
     return this.readFromDevice(name);
   }
 
+  /** Host variables besides the weights that carry over between runs; hyperparameters come from the optimizer instead. */
+  private optimizerStateNames(): string[] {
+    this.compile();
+    return hostVariables(this.module!)
+      .filter((v) => v.role !== 'weight' && v.role !== 'hyperparameter')
+      .map((v) => v.name);
+  }
+
+  /**
+   * The device state a checkpoint keeps besides the weights, by name: optimizer slots (momenta),
+   * step counters and gradient accumulators. With stateDict, enough to resume training exactly.
+   */
+  optimizerStateDict(): Record<string, Tensor> {
+    return Object.fromEntries(this.optimizerStateNames().map((n) => [n, this.readFromDevice(n)]));
+  }
+
+  /** Restores what optimizerStateDict returned: the same names, each of its type. */
+  loadOptimizerStateDict(dict: Readonly<Record<string, Tensor>>): void {
+    const names = this.optimizerStateNames();
+    const unknown = Object.keys(dict).filter((k) => !names.includes(k));
+    const missing = names.filter((n) => !Object.hasOwn(dict, n));
+    if (unknown.length || missing.length) {
+      const notes = [...(unknown.length ? [`unexpected: ${unknown.join(', ')}`] : []), ...(missing.length ? [`missing: ${missing.join(', ')}`] : [])];
+      throw new DiagnosticError(error('loadOptimizerStateDict: the names do not match the optimizer state of this model (another optimizer or options?)', undefined, notes));
+    }
+    for (const [k, t] of Object.entries(dict)) this.writeToDevice(k, t);
+  }
+
   /**
    * Loads weights by name (load_state_dict). With `strict`, every weight must be given and no
    * unknown name is accepted. Takes effect on the device before the next run.

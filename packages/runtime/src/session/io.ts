@@ -46,9 +46,14 @@ export function streamForReplicas(parts: readonly Tensor[], l: RunLayout): Tenso
   return out;
 }
 
-/** Stacks scalars into [n] or concatenates tensors along the first dimension. */
+/**
+ * Stacks scalars into [n] or concatenates tensors along the first dimension. One part is returned
+ * as it is, so a run of one micro-batch gives the model's declared output shapes (a scalar loss
+ * stays a scalar, as the reference interpreter returns it).
+ */
 export function combine(parts: readonly Tensor[]): Tensor {
   const first = parts[0]!;
+  if (parts.length === 1) return first;
   const size = first.size;
   const data = allocData(first.dtype, size * parts.length);
   parts.forEach((p, i) => data.set(p.data as never, i * size));
