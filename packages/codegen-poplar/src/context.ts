@@ -14,6 +14,10 @@ export interface GenerateOptions {
   availableMemoryProportionPerIpu?: Readonly<Record<number, number>>;
   /** Type of matmul/convolution partial sums (default float). */
   partialsType?: PartialsType | 'float32' | 'float16';
+  /** Round float16 results stochastically, seeded by the run seed (Precision.enableStochasticRounding). */
+  stochasticRounding?: boolean;
+  /** Stop on floating-point exceptions: invalid operation, division by zero, overflow (Precision.enableFloatingPointExceptions). */
+  floatingPointExceptions?: boolean;
   /** Target geometry for the memory estimate (default: GC200). */
   tilesPerIpu?: number;
   bytesPerTile?: number;

@@ -1,8 +1,19 @@
 /**
  * Fixed parts of host.cpp: includes, helpers used by the generated graph functions, and the
  * stdin/stdout protocol the runtime speaks with the executable (see codegen-design: "The host
- * program protocol").
+ * program protocol"). The Precision options that set the tiles' floating-point behaviour add a
+ * few lines (HostNumerics); without them the text is fixed.
  */
+
+/** The Precision options the host program sets on the tiles (PopART does the same calls). */
+export interface HostNumerics {
+  /** Precision.enableStochasticRounding: seeded from the run seed, continued across runs. */
+  readonly stochasticRounding: boolean;
+  /** Precision.enableFloatingPointExceptions: traps on invalid operations, division by zero and overflow. */
+  readonly floatingPointExceptions: boolean;
+}
+
+const NO_NUMERICS: HostNumerics = { stochasticRounding: false, floatingPointExceptions: false };
 
 export const HOST_INCLUDES = `#include <poplar/DeviceManager.hpp>
 #include <poplar/Engine.hpp>
@@ -37,7 +48,15 @@ export const HOST_INCLUDES = `#include <poplar/DeviceManager.hpp>
 #include <vector>
 #include <unistd.h>`;
 
-export const HOST_HELPERS = String.raw`// The module's device state, streams and per-IPU virtual graphs.
+export function hostIncludes(n: HostNumerics = NO_NUMERICS): string {
+  const extra: string[] = [];
+  if (n.floatingPointExceptions || n.stochasticRounding) extra.push('#include <poplar/CSRFunctions.hpp>');
+  if (n.stochasticRounding) extra.push('#include <poprand/RandomGen.hpp>', '#include <poprand/codelets.hpp>');
+  if (!extra.length) return HOST_INCLUDES;
+  return HOST_INCLUDES.replace('#include <poplar/DeviceManager.hpp>\n', `${extra.join('\n')}\n#include <poplar/DeviceManager.hpp>\n`);
+}
+
+const HOST_HELPERS_TEMPLATE = String.raw`// The module's device state, streams and per-IPU virtual graphs.
 struct Device {
   poplar::Graph &graph;
   std::vector<poplar::Graph> ipu;
@@ -170,7 +189,7 @@ bool isRemote(const std::string &handle) {
 }
 
 void serve(poplar::Engine &engine, std::FILE *out) {
-  std::vector<std::vector<char>> inBuf(kInputBytes.size()), outBuf(kOutputBytes.size());
+  std::vector<std::vector<char>> inBuf(kInputBytes.size()), outBuf(kOutputBytes.size());/*RESEED_STATE*/
   for (std::size_t i = 0; i < inBuf.size(); ++i) {
     inBuf[i].resize(kInputBytes[i]);
     if (kInputBytes[i] > 0) engine.connectStream("in" + std::to_string(i), inBuf[i].data(), inBuf[i].data() + inBuf[i].size());
@@ -194,7 +213,7 @@ void serve(poplar::Engine &engine, std::FILE *out) {
         for (unsigned r = 0; r < kReplicas; ++r) engine.copyToRemoteBuffer(buf.data() + r * (n / kReplicas), w[1] + ".remote", 0, r);
       } else {
         engine.writeTensor(w[1] + ".w", buf.data(), buf.data() + n);
-      }
+      }/*RESEED_ON_WRITE*/
       writeAll(out, "ok\n", 3);
     } else if (w[0] == "read" && w.size() == 2) {
       const std::size_t n = handleBytes(w[1]) * kReplicas;
@@ -214,7 +233,7 @@ void serve(poplar::Engine &engine, std::FILE *out) {
           throw std::runtime_error("run: input stream " + std::to_string(i) + " needs " + std::to_string(kInputBytes[i]) + " bytes, got " + std::to_string(n));
         }
       }
-      for (auto &b : inBuf) readExact(b.data(), b.size());
+      for (auto &b : inBuf) readExact(b.data(), b.size());/*RESEED_ON_RUN*/
       engine.run(0);
       std::string head = "ok";
       for (const auto &b : outBuf) head += " " + std::to_string(b.size());
@@ -228,7 +247,23 @@ void serve(poplar::Engine &engine, std::FILE *out) {
   }
 }`;
 
-export const HOST_MAIN = String.raw`int main(int argc, char **argv) {
+// serve() with a seed program: program 1 seeds the tiles' generators from the run seed before
+// the first run after the seed is written; later runs continue their sequences.
+const RESEED: Record<string, string> = {
+  '/*RESEED_STATE*/': '\n  bool reseed = true;  // run program 1 (seeding stochastic rounding) before the next run',
+  '/*RESEED_ON_WRITE*/': '\n      if (w[1] == "seed") reseed = true;',
+  '/*RESEED_ON_RUN*/': '\n      if (reseed) {\n        engine.run(1);\n        reseed = false;\n      }',
+};
+
+export function hostHelpers(n: HostNumerics = NO_NUMERICS): string {
+  let out = HOST_HELPERS_TEMPLATE;
+  for (const [mark, text] of Object.entries(RESEED)) out = out.replace(mark, n.stochasticRounding ? text : '');
+  return out;
+}
+
+export const HOST_HELPERS = hostHelpers();
+
+const HOST_MAIN_TEMPLATE = String.raw`int main(int argc, char **argv) {
   try {
     // answers go to the original stdout; anything else written to stdout goes to stderr
     const int protocolFd = dup(1);
@@ -240,14 +275,13 @@ export const HOST_MAIN = String.raw`int main(int argc, char **argv) {
     poplar::Device device = attachDevice(kIpus * kReplicas);
     poplar::Graph graph(device.getTarget(), poplar::replication_factor(kReplicas));
     popops::addCodelets(graph);
-    poplin::addCodelets(graph);
+    poplin::addCodelets(graph);/*NUMERICS_CODELETS*/
     graph.addCodelets(codelets);
     Device d{graph, {}, {}, {}, {}, {}, {}, {}, {}};
     const unsigned tilesPerIpu = graph.getTarget().getTilesPerIPU();
     for (unsigned i = 0; i < kIpus; ++i) d.ipu.push_back(graph.createVirtualGraph(i * tilesPerIpu, (i + 1) * tilesPerIpu));
     declare(d);
-    poplar::program::Sequence program = buildProgram(d);
-    poplar::Engine engine(graph, {program});
+/*NUMERICS_PROGRAM*/
     engine.load(device);
     serve(engine, out);
     std::fflush(out);
@@ -257,6 +291,35 @@ export const HOST_MAIN = String.raw`int main(int argc, char **argv) {
     return 1;
   }
 }`;
+
+/** main(): the plain program, or with the Precision options' calls in front (and a seed program). */
+export function hostMain(n: HostNumerics = NO_NUMERICS): string {
+  const codelets = n.stochasticRounding ? '\n    poprand::addCodelets(graph);' : '';
+  const lines: string[] = [];
+  if (!n.stochasticRounding && !n.floatingPointExceptions) {
+    lines.push('    poplar::program::Sequence program = buildProgram(d);', '    poplar::Engine engine(graph, {program});');
+  } else {
+    lines.push('    // the Precision options, set on every tile at the start of each run', '    poplar::program::Sequence program;');
+    if (n.floatingPointExceptions) {
+      lines.push('    poplar::setFloatingPointBehaviour(graph, program, poplar::FloatingPointBehaviour(true, true, true, false, true), "floating-point exceptions");');
+    }
+    if (n.stochasticRounding) lines.push('    poplar::setStochasticRounding(graph, program, true, "stochastic rounding");');
+    lines.push('    program.add(buildProgram(d));');
+    if (n.stochasticRounding) {
+      lines.push(
+        '    // program 1 seeds the generators stochastic rounding draws from with the run seed',
+        '    poplar::program::Sequence seedProgram;',
+        '    poprand::setSeed(graph, poplar::concat(d.seed.reshape({1}), d.step.reshape({1})), 0, seedProgram, "stochastic rounding seed");',
+        '    poplar::Engine engine(graph, {program, seedProgram});',
+      );
+    } else {
+      lines.push('    poplar::Engine engine(graph, {program});');
+    }
+  }
+  return HOST_MAIN_TEMPLATE.replace('/*NUMERICS_CODELETS*/', codelets).replace('/*NUMERICS_PROGRAM*/', lines.join('\n'));
+}
+
+export const HOST_MAIN = hostMain();
 
 /** The helper of pipeline stashes (emitted only for modules that stash). */
 export const RING_HELPER = String.raw`// Advances a ring buffer's counter (a scalar) modulo the ring's depth, on the counter's tile.

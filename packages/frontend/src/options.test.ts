@@ -682,6 +682,7 @@ describe('hardwareOnlyOptions', () => {
       .useIpuId(7)
       .autoRoundNumIPUs(true)
       .deviceIterations(4); // not hardware-only: not listed
+    // modelled by the emulation, so not hardware-only
     o.Precision.enableStochasticRounding(true).enableFloatingPointExceptions(true).setPartialsType('float16');
     o.Distributed.configureProcessId(1, 2);
     o.TensorLocations.numIOTiles(32);
@@ -692,8 +693,6 @@ describe('hardwareOnlyOptions', () => {
       { option: 'autoRoundNumIPUs', value: true },
       { option: 'enableProfiling', value: 'reports' },
       { option: 'logCycleCount', value: true },
-      { option: 'Precision.enableStochasticRounding', value: true },
-      { option: 'Precision.enableFloatingPointExceptions', value: true },
       { option: 'TensorLocations.numIOTiles', value: 32 },
       { option: 'Distributed.configureProcessId', value: [1, 2] },
     ]);

@@ -1219,8 +1219,6 @@ export const HARDWARE_ONLY_OPTIONS: readonly string[] = Object.freeze([
   'autoRoundNumIPUs',
   'enableProfiling',
   'logCycleCount',
-  'Precision.enableStochasticRounding',
-  'Precision.enableFloatingPointExceptions',
   'TensorLocations.numIOTiles',
   'Distributed.configureProcessId',
   'Distributed.setEnvVarNames',
@@ -1772,8 +1770,6 @@ export class Options {
     add('autoRoundNumIPUs', this.v.auto_round_num_ipus, d.v.auto_round_num_ipus);
     add('enableProfiling', this.v.profile_dir, undefined);
     add('logCycleCount', this.v.log_cycle_count, d.v.log_cycle_count);
-    add('Precision.enableStochasticRounding', this.precision.stochastic_rounding, false);
-    add('Precision.enableFloatingPointExceptions', this.precision.floating_point_exceptions, false);
     add('TensorLocations.numIOTiles', this.tensorLocations.num_io_tiles, undefined);
     const dist = this.distributed.toJSON();
     const dd = d.distributed.toJSON();

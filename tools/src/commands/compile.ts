@@ -36,7 +36,7 @@ export function registerCompile(program: Command): void {
       fs.mkdirSync(emit, { recursive: true });
       for (const [name, text] of Object.entries(sources.files)) writeAtomic(path.join(emit, name), text);
       process.stdout.write(`Poplar C++ written to ${emit}: codelets.cpp, host.cpp, plan.json\n`);
-      process.stdout.write(`  with the SDK: popc -O3 --target ipu2 codelets.cpp -o codelets.gp && g++ -std=c++17 host.cpp -o step -lpoplar -lpopops -lpoplin -lpoputil -lgcl\n`);
+      process.stdout.write(`  with the SDK: popc -O3 --target ipu2 codelets.cpp -o codelets.gp && g++ -std=c++17 host.cpp -o step -lpoplar -lpopops -lpoplin -lpoputil -lpoprand -lgcl\n`);
     }
     if (out) {
       const tc = findToolchain();

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cfenv>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 namespace poplar_host {
 
@@ -43,6 +46,7 @@ struct EdgePlan {
 
 struct VertexPlan {
   unsigned id = 0;
+  unsigned tile = 0; ///< absolute
   const VertexDesc *desc = nullptr;
   std::string label;
   std::vector<EdgePlan> edges;
@@ -53,6 +57,7 @@ struct VertexPlan {
 struct ComputeSetPlan {
   std::string name;
   std::vector<VertexPlan> vertices;
+  std::vector<unsigned> tiles; ///< of its vertices, each once
   std::size_t bufferBytes = 0; ///< all vertex buffers together
 };
 
@@ -77,6 +82,132 @@ struct CompiledGraph {
 namespace {
 
 std::size_t align8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
+
+/// The "key": value pairs of a flat JSON object (values: strings, numbers, true/false).
+std::vector<std::pair<std::string, std::string>> parseOptionsObject(const std::string &text, const char *what) {
+  std::size_t i = 0;
+  auto fail = [&](const char *problem) {
+    return poplar::invalid_option(message(what, ": ", problem, " at character ", i + 1, " of '", text, "'"));
+  };
+  auto at = [&](char c) { return i < text.size() && text[i] == c; };
+  auto space = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  auto string = [&] {
+    if (!at('"')) throw fail("expected a string");
+    std::string out;
+    for (++i; i < text.size() && text[i] != '"'; ++i) {
+      if (text[i] == '\\' && i + 1 < text.size()) ++i;
+      out.push_back(text[i]);
+    }
+    if (!at('"')) throw fail("unterminated string");
+    ++i;
+    return out;
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  space();
+  if (!at('{')) throw fail("expected '{'");
+  ++i;
+  space();
+  if (at('}')) ++i;
+  else
+    for (;;) {
+      space();
+      std::string key = string();
+      space();
+      if (!at(':')) throw fail("expected ':'");
+      ++i;
+      space();
+      std::string value;
+      if (at('"')) value = string();
+      else {
+        const std::size_t j = i;
+        while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || std::strchr(".+-", text[i])))
+          ++i;
+        if (i == j) throw fail("expected a value");
+        value = text.substr(j, i - j);
+      }
+      out.emplace_back(std::move(key), std::move(value));
+      space();
+      if (at(',')) {
+        ++i;
+        continue;
+      }
+      if (at('}')) {
+        ++i;
+        break;
+      }
+      throw fail("expected ',' or '}'");
+    }
+  space();
+  if (i != text.size()) throw fail("unexpected text after the object");
+  return out;
+}
+
+/// Engine options with POPLAR_ENGINE_OPTIONS applied over them, as Poplar does.
+poplar::OptionFlags withEnvironmentOptions(const poplar::OptionFlags &opts) {
+  const char *env = std::getenv("POPLAR_ENGINE_OPTIONS");
+  if (env == nullptr || *env == '\0') return opts;
+  poplar::OptionFlags out = opts;
+  for (const auto &kv : parseOptionsObject(env, "POPLAR_ENGINE_OPTIONS")) out.set(kv.first, kv.second);
+  return out;
+}
+
+/// A true/false engine option: whether it is set, and its value.
+bool boolOption(const poplar::OptionFlags &o, const char *key, bool &value) {
+  const auto it = o.find(key);
+  if (it == o.end()) return false;
+  if (it->second == "true") value = true;
+  else if (it->second == "false") value = false;
+  else throw poplar::invalid_option(message("engine option ", key, ": expected true or false, got '", it->second, "'"));
+  return true;
+}
+
+/// The tiles' floating-point mode when the engine loads: IEEE unless the options choose
+/// (debug.floatPointOpException traps inv, div0 and oflo; debug.nanOverflowMode is nanoo).
+FpMode initialFpMode(const poplar::OptionFlags &o) {
+  FpMode m;
+  bool v = false;
+  if (boolOption(o, "debug.floatPointOpException", v)) {
+    m.inv = m.div0 = m.oflo = v;
+    m.chosen = true;
+  }
+  if (boolOption(o, "debug.nanOverflowMode", v)) {
+    m.nanoo = v;
+    m.chosen = true;
+  }
+  if (boolOption(o, "prng.enableStochasticRounding", v)) m.esr = v;
+  return m;
+}
+
+/// The seed the tiles' generators start from (engine option prng.seed, else 0).
+std::uint64_t initialSeed(const poplar::OptionFlags &o) {
+  const auto it = o.find("prng.seed");
+  if (it == o.end()) return 0;
+  const std::string &v = it->second;
+  if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
+    throw poplar::invalid_option(message("engine option prng.seed: expected an unsigned integer, got '", v, "'"));
+  return std::stoull(v);
+}
+
+/// The CPU's exception flags as tile flags.
+unsigned cpuFpFlags() {
+  const int f = std::fetestexcept(FE_INVALID | FE_DIVBYZERO | FE_OVERFLOW);
+  return ((f & FE_INVALID) ? kFpInvalid : 0u) | ((f & FE_DIVBYZERO) ? kFpDivZero : 0u) |
+         ((f & FE_OVERFLOW) ? kFpOverflow : 0u);
+}
+
+/// Makes `half` round as a tile does while a vertex runs.
+class ArithmeticScope {
+public:
+  explicit ArithmeticScope(TileArithmetic *a) : saved_(tileArithmetic) { tileArithmetic = a; }
+  ~ArithmeticScope() { tileArithmetic = saved_; }
+  ArithmeticScope(const ArithmeticScope &) = delete;
+  ArithmeticScope &operator=(const ArithmeticScope &) = delete;
+
+private:
+  TileArithmetic *saved_;
+};
 
 /// Vertex state bytes on its tile: a word for the vertex, a pointer per scalar
 /// edge, pointer and size per vector, a pointer plus pointer-and-size per list
@@ -136,6 +267,7 @@ VertexPlan planVertex(const GraphState &s, unsigned id) {
   const auto &v = s.vertices[id];
   VertexPlan p;
   p.id = id;
+  p.tile = v.tile < 0 ? 0u : static_cast<unsigned>(v.tile);
   p.desc = v.desc;
   p.label = vertexLabel(s, id);
   for (const auto &fd : v.desc->fields) {
@@ -193,6 +325,7 @@ std::shared_ptr<CompiledGraph> compile(const poplar::Graph &graph, poplar::Array
   cg->streams = s.streams;
   cg->hostHandles = s.hostHandles;
   cg->options = opts;
+  const poplar::OptionFlags effective = withEnvironmentOptions(opts);
   cg->numVertices = s.vertices.size();
 
   // Every variable and constant must be mapped completely.
@@ -228,13 +361,16 @@ std::shared_ptr<CompiledGraph> compile(const poplar::Graph &graph, poplar::Array
       cg->tileBytes[static_cast<std::size_t>(v.tile)] += vertexStateBytes(vp);
       cg->alwaysLiveBytes[static_cast<std::size_t>(v.tile)] += vertexStateBytes(vp);
       plan.bufferBytes += vp.bufferBytes;
+      plan.tiles.push_back(vp.tile);
       plan.vertices.push_back(std::move(vp));
     }
+    std::sort(plan.tiles.begin(), plan.tiles.end());
+    plan.tiles.erase(std::unique(plan.tiles.begin(), plan.tiles.end()), plan.tiles.end());
     if (usedComputeSets.count(cs)) cg->computeSets[cs] = std::move(plan);
   }
   cg->sequencePlans = planIpuConcurrency(s, cg->programs);
 
-  if (opts.get("debug.allowOutOfMemory", "false") != "true") {
+  if (effective.get("debug.allowOutOfMemory", "false") != "true") {
     const std::uint64_t limit = s.target.getBytesPerTile();
     for (unsigned t = 0; t < numTiles; ++t)
       if (cg->tileBytes[t] > limit)
@@ -348,6 +484,11 @@ public:
     streams_.resize(cg_->streams.size());
     copyCount_.assign(r, std::vector<std::size_t>(cg_->streams.size(), 0));
     lanePools_.resize(r);
+    const poplar::OptionFlags effective = withEnvironmentOptions(opts_);
+    initialMode_ = initialFpMode(effective);
+    initialSeed_ = initialSeed(effective);
+    numberHostSteps();
+    resetNumerics();
   }
 
   const CompiledGraph &compiled() const { return *cg_; }
@@ -370,6 +511,7 @@ public:
         else replica[v] = info.initData;
       }
     remote_.load(*cg_->graph, cg_->replicas);
+    resetNumerics();
     loaded_ = true;
   }
 
@@ -504,7 +646,53 @@ private:
     ctx.replica = replica;
     ctx.numReplicas = cg_->replicas;
     ctx.varData = [this, replica](unsigned var) { return varPtr(replica, var); };
+    ctx.fpModes = fp_[replica].data();
+    ctx.hwSeeds = seeds_[replica].data();
+    ctx.numTiles = fp_[replica].size();
     return ctx;
+  }
+
+  // --- floating-point behaviour ----------------------------------------------------
+  // A tile's generator state is seeds_[replica][tile]: a vertex or PopLibs step draws its
+  // stochastic rounding from it (and its own number), and the state advances after every
+  // compute set or step that rounded stochastically on the tile. Reseeding restarts it.
+
+  /// Every tile of every replica as the engine options leave it.
+  void resetNumerics() {
+    const std::size_t tiles = cg_->target.getNumTiles();
+    fp_.assign(cg_->replicas, std::vector<FpMode>(tiles, initialMode_));
+    seeds_.assign(cg_->replicas, std::vector<std::uint64_t>(tiles, 0));
+    for (unsigned r = 0; r < cg_->replicas; ++r)
+      for (std::size_t t = 0; t < tiles; ++t) seeds_[r][t] = mix64(mix64(initialSeed_ ^ mix64(r)) + t);
+  }
+
+  void advanceGenerator(unsigned replica, unsigned tile) {
+    if (fp_[replica][tile].esr) seeds_[replica][tile] = mix64(seeds_[replica][tile]);
+  }
+
+  /// Host steps get numbers in program order, so that their stochastic rounding does not
+  /// depend on where they sit in memory.
+  void numberHostSteps() {
+    std::set<const ProgramNode *> seen;
+    std::function<void(const ProgramNode &)> walk = [&](const ProgramNode &n) {
+      if (!seen.insert(&n).second) return;
+      if (n.kind == Kind::HostStep) stepIds_.emplace(&n, stepIds_.size());
+      for (const auto &c : n.children) walk(*c);
+    };
+    for (const auto &p : cg_->programs) walk(*p);
+    for (const auto &f : cg_->functions) walk(*f);
+  }
+
+  /// Distinguishes a host step from the others rounding on the same tile.
+  std::uint64_t stepKey(const ProgramNode &n) {
+    std::lock_guard<std::mutex> lock(stepMutex_);
+    const auto id = stepIds_.emplace(&n, stepIds_.size()).first->second; // steps added after the engine was made
+    return mix64(id + 1);
+  }
+
+  std::string fpExceptionMessage(unsigned flags, const std::string &where, unsigned tile, unsigned replica) const {
+    return message("floating point exception (", fpFlagNames(flags), ") in ", where, " on tile ", tile,
+                   cg_->replicas > 1 ? message(" of replica ", replica) : std::string());
   }
 
   // --- vertices ------------------------------------------------------------------
@@ -535,12 +723,33 @@ private:
       for (const auto &e : inst.plan->edges)
         for (std::size_t i = 0; i < e.parts.size(); ++i)
           gather(replica, e.parts[i], e.elemSize, inst.buffer.data() + e.partOffset[i]);
-      const VertexDesc &d = *inst.plan->desc;
-      for (unsigned w = 0; w < d.numWorkers; ++w)
-        if (!d.compute(inst.obj, w))
-          throw poplar::application_runtime_error(message(inst.plan->label, " returned false from compute()",
-                                                          d.multiVertex ? message(" on worker ", w) : std::string()));
+      const unsigned tile = inst.plan->tile;
+      const FpMode &mode = fp_[replica][tile];
+      if (mode.ieee()) {
+        compute(inst);
+        continue;
+      }
+      // the tile's behaviour: half rounds through `arith`; traps read the CPU's flags too
+      TileArithmetic arith;
+      arith.mode = mode;
+      arith.rng = mix64(seeds_[replica][tile] ^ mix64(inst.plan->id));
+      const unsigned traps = mode.traps();
+      if (traps) std::feclearexcept(FE_ALL_EXCEPT);
+      {
+        ArithmeticScope scope(&arith);
+        compute(inst);
+      }
+      const unsigned flags = (arith.flags | (traps ? cpuFpFlags() : 0u)) & traps;
+      if (flags) throw poplar::application_runtime_error(fpExceptionMessage(flags, inst.plan->label, tile, replica));
     }
+  }
+
+  static void compute(VertexInstance &inst) {
+    const VertexDesc &d = *inst.plan->desc;
+    for (unsigned w = 0; w < d.numWorkers; ++w)
+      if (!d.compute(inst.obj, w))
+        throw poplar::application_runtime_error(message(inst.plan->label, " returned false from compute()",
+                                                        d.multiVertex ? message(" on worker ", w) : std::string()));
   }
 
   void execute(unsigned cs, unsigned replica) {
@@ -578,6 +787,7 @@ private:
         if (e.write)
           for (std::size_t i = 0; i < e.parts.size(); ++i)
             scatter(replica, e.parts[i], e.elemSize, inst->buffer.data() + e.partOffset[i]);
+    for (unsigned tile : cg_->computeSets.at(cs).tiles) advanceGenerator(replica, tile);
   }
 
   // --- streams -------------------------------------------------------------------
@@ -693,7 +903,10 @@ private:
     if (!found) throw poplar::runtime_error(message("replica ", replica, " is in no group of a collective"));
     auto result = n.combine(group, rank);
     ctx.write(n.dst, result);
+    if (ctx.roundedTile >= 0) advanceGenerator(replica, static_cast<unsigned>(ctx.roundedTile));
     barrier_->wait();
+    if (ctx.trapped)
+      throw poplar::application_runtime_error(fpExceptionMessage(ctx.trapped, "a collective", ctx.trappedTile, replica));
   }
 
   // --- IPUs on threads ------------------------------------------------------------
@@ -793,7 +1006,11 @@ private:
     case Kind::Call: exec(*cg_->functions[n.id], replica); return;
     case Kind::HostStep: {
       auto ctx = context(replica);
+      ctx.stepKey = stepKey(n);
       n.hostStep(ctx);
+      if (ctx.roundedTile >= 0) advanceGenerator(replica, static_cast<unsigned>(ctx.roundedTile));
+      if (ctx.trapped)
+        throw poplar::application_runtime_error(fpExceptionMessage(ctx.trapped, n.text, ctx.trappedTile, replica));
       return;
     }
     case Kind::Collective: collective(n, replica); return;
@@ -816,6 +1033,12 @@ private:
   std::ostream *print_ = &std::cout;
   bool loaded_ = false;
   RemoteMemory remote_;
+  FpMode initialMode_;
+  std::uint64_t initialSeed_ = 0;
+  std::vector<std::vector<FpMode>> fp_;            ///< [replica][tile]
+  std::vector<std::vector<std::uint64_t>> seeds_;  ///< [replica][tile]
+  std::mutex stepMutex_;
+  std::unordered_map<const ProgramNode *, std::uint64_t> stepIds_;
   /// Threads for one compute set of a single replica: the cores, at most 4,
   /// or POPLAR_HOST_THREADS (1 turns it off).
   unsigned computeThreads_ = defaultComputeThreads();
@@ -877,8 +1100,56 @@ void ReplicaContext::write(const poplar::Tensor &t, const std::vector<double> &v
                                        p.numElements, " elements"));
   const std::size_t es = p.type.size();
   std::vector<std::uint8_t> bytes(p.numElements * es);
-  for (std::size_t i = 0; i < p.numElements; ++i) storeElement(p.type.id(), bytes.data() + i * es, values[i]);
+  const auto id = p.type.id();
+  Rounder r;
+  if ((id == poplar::Type::Id::HALF || id == poplar::Type::Id::FLOAT) && p.numElements > 0) r = rounder(t);
+  if (r.mode.ieee()) {
+    for (std::size_t i = 0; i < p.numElements; ++i) storeElement(id, bytes.data() + i * es, values[i]);
+  } else if (id == poplar::Type::Id::HALF) {
+    for (std::size_t i = 0; i < p.numElements; ++i) {
+      const std::uint16_t h = roundToHalfBits(values[i], r.mode, r.draw(i, kFinalRounding), r.flags);
+      std::memcpy(bytes.data() + i * es, &h, 2);
+    }
+  } else {
+    for (std::size_t i = 0; i < p.numElements; ++i) {
+      const float f = roundToFloat(values[i], r.flags);
+      std::memcpy(bytes.data() + i * es, &f, 4);
+    }
+  }
+  raised(r);
   writeBytes(t, bytes.data());
+}
+
+unsigned ReplicaContext::tileOf(const poplar::Tensor &t) const {
+  const auto &p = impl(t);
+  if (p.regions.empty()) return 0;
+  const auto &v = p.graph->vars[p.regions[0].var];
+  if (p.regions[0].begin >= v.tile.size()) return 0;
+  const std::int32_t tile = v.tile[p.regions[0].begin];
+  return tile < 0 || static_cast<std::size_t>(tile) >= numTiles ? 0u : static_cast<unsigned>(tile);
+}
+
+Rounder ReplicaContext::rounder(const poplar::Tensor &out) const {
+  Rounder r;
+  if (fpModes == nullptr) return r;
+  r.tile = tileOf(out);
+  r.mode = fpModes[r.tile];
+  roundedTile = static_cast<int>(r.tile);
+  r.key = mix64(hwSeeds[r.tile] ^ stepKey);
+  return r;
+}
+
+std::string fpFlagNames(unsigned flags) {
+  std::string out;
+  auto add = [&](unsigned f, const char *name) {
+    if (!(flags & f)) return;
+    if (!out.empty()) out += ", ";
+    out += name;
+  };
+  add(kFpInvalid, "invalid operation");
+  add(kFpDivZero, "divide by zero");
+  add(kFpOverflow, "overflow");
+  return out;
 }
 
 } // namespace poplar_host

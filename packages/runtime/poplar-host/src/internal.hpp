@@ -5,10 +5,12 @@
 
 #include <poplar/DataStream.hpp>
 #include <poplar/Graph.hpp>
+#include <poplar/HalfFloat.hpp>
 #include <poplar/Program.hpp>
 #include <poplar/Target.hpp>
 #include <poplar/Tensor.hpp>
 #include <poplar/Type.hpp>
+#include <poplar_host/Arithmetic.hpp>
 #include <poplar_host/ScalarValue.hpp>
 #include <poplar_host/VertexRegistry.hpp>
 
@@ -194,18 +196,65 @@ struct ProgramNode {
 
 std::shared_ptr<ProgramNode> makeNode(ProgramNode::Kind kind);
 
+/// How a PopLibs step rounds its results: the floating-point mode of the tile
+/// holding its output, this execution's stochastic-rounding stream and the
+/// flags raised (see poplar_host/Arithmetic.hpp).
+struct Rounder {
+  FpMode mode;
+  unsigned tile = 0; ///< absolute
+  std::uint64_t key = 0;
+  unsigned flags = 0;
+  /// The uniform draw for rounding number k of element e (0.5 without esr).
+  double draw(std::uint64_t e, std::uint64_t k) const {
+    return mode.esr ? unitInterval(mix64(key ^ mix64(mix64(e) + k))) : 0.5;
+  }
+  /// x rounded to half (as a value).
+  double toHalf(double x, std::uint64_t e, std::uint64_t k) {
+    return static_cast<double>(halfBitsToFloat(roundToHalfBits(x, mode, draw(e, k), flags)));
+  }
+};
+
+/// The draw index of the rounding to the output type (after any partial sums).
+constexpr std::uint64_t kFinalRounding = ~std::uint64_t(0);
+
+/// Names of raised flags ("overflow, invalid operation") for messages.
+std::string fpFlagNames(unsigned flags);
+
 /// Per-replica access to device memory while a program runs.
 struct ReplicaContext {
   unsigned replica = 0;
   unsigned numReplicas = 1;
   /// Device bytes of a variable for this replica (constants are shared).
   std::function<std::uint8_t *(unsigned var)> varData;
+  /// This replica's floating-point mode and stochastic-rounding seed of every tile.
+  FpMode *fpModes = nullptr;
+  std::uint64_t *hwSeeds = nullptr;
+  std::size_t numTiles = 0;
+  /// Distinguishes the running step from others rounding on the same tile.
+  std::uint64_t stepKey = 0;
+  /// Flags raised so far that their tile traps on (the engine stops the program).
+  mutable unsigned trapped = 0;
+  mutable unsigned trappedTile = 0;
+  /// The tile the step rounded results for (-1: none), whose generator then advances.
+  mutable int roundedTile = -1;
+
+  /// Absolute tile of a tensor's first element (0 for an empty or unmapped tensor).
+  unsigned tileOf(const poplar::Tensor &t) const;
+  /// The rounding of results written to `out`.
+  Rounder rounder(const poplar::Tensor &out) const;
+  /// Records what a rounder raised.
+  void raised(const Rounder &r) const {
+    const unsigned f = r.flags & r.mode.traps();
+    if (f && !trapped) trappedTile = r.tile;
+    trapped |= f;
+  }
 
   /// The tensor's elements as doubles (exact for every supported type but
   /// 64-bit integers beyond 2^53).
   std::vector<double> read(const poplar::Tensor &t) const;
-  /// Stores doubles into the tensor, rounding to its type (round to nearest
-  /// even for float/half; truncation with saturation for integers).
+  /// Stores doubles into the tensor, rounding to its type: float and half as
+  /// the tile of its first element rounds (IEEE to nearest even by default),
+  /// integers by truncation with saturation.
   void write(const poplar::Tensor &t, const std::vector<double> &values) const;
   /// Raw device bytes, in tensor order.
   std::vector<std::uint8_t> readBytes(const poplar::Tensor &t) const;

@@ -1,5 +1,6 @@
-// poplin: matrix multiplication and convolution, computed on the host in
-// double and rounded once to the output type.
+// poplin: matrix multiplication and convolution, computed on the host as the
+// IPU accumulates them: in the partials type, one rounding per step (see
+// PartialSums and the README), then rounded to the output type.
 #include "internal.hpp"
 
 #include <poplin/ConvParams.hpp>
@@ -40,28 +41,93 @@ void checkOptions(const poplar::OptionFlags &o, const char *op) {
     throw poplar::invalid_option(message(op, ": invalid value '", pt, "' for option partialsType (float or half)"));
 }
 
-/// C[g] (+)= k * A[g] x B[g] for g in groups; A is [G,m,kk], B [G,kk,n].
+/// The type of the partial sums: the partialsType option (default float), unless it is smaller
+/// than the output type (PopLibs then uses the output type).
+bool halfPartials(const poplar::OptionFlags &o, const poplar::Type &outputType) {
+  const auto pt = o.get("partialsType", "float");
+  return (pt == "half" || pt == "HALF") && outputType == poplar::HALF;
+}
+
+/// Sums of products in the partials type: each step adds one product to the running sum and
+/// rounds the result once. Float partials are float32 arithmetic (the product rounded to float,
+/// then the sum; a product of halves is exact in float); half partials round each sum to half
+/// under the tile's floating-point mode (stochastically with esr). Operands are values of the
+/// input type held in doubles.
+class PartialSums {
+public:
+  PartialSums(bool half, poplar_host::Rounder &r) : half_(half), r_(r) {}
+  bool half() const { return half_; }
+  /// Sum number k of output element e.
+  double add(double acc, double a, double b, std::uint64_t e, std::uint64_t k) {
+    if (half_) return r_.toHalf(acc + a * b, e, k); // the exact sum, rounded once
+    return static_cast<double>(static_cast<float>(acc) + static_cast<float>(a) * static_cast<float>(b));
+  }
+  /// Flags for the finished sums: a NaN comes from a NaN operand or an invalid operation;
+  /// in float, an infinity from finite operands is an overflow (half overflows were flagged
+  /// as they happened).
+  void finish(const std::vector<double> &sums, bool operandsFinite) {
+    for (double v : sums) {
+      if (std::isnan(v)) r_.flags |= poplar_host::kFpInvalid;
+      else if (std::isinf(v) && operandsFinite && !half_) r_.flags |= poplar_host::kFpOverflow;
+    }
+  }
+
+private:
+  bool half_;
+  poplar_host::Rounder &r_;
+};
+
+bool allFinite(const std::vector<double> &v) {
+  for (double x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+/// C[g] = A[g] x B[g] for g in groups (or, accumulating, C[g] += scale * A[g] x B[g], a scaled
+/// add rounded once); A is [G,m,kk], B [G,kk,n]. For each output element the K products are
+/// summed in order p = 0, 1, ..., kk - 1.
 void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, const poplar::Tensor &B,
                    const poplar::Tensor &C, std::size_t G, std::size_t m, std::size_t kk, std::size_t n,
-                   bool accumulate, double scale, const std::string &name,
+                   bool accumulate, double scale, bool halfSums, const std::string &name,
                    const std::vector<poplar::Tensor> &temporaries = {}) {
   std::vector<poplar::Tensor> touches{A, B, C};
   touches.insert(touches.end(), temporaries.begin(), temporaries.end());
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
     const auto a = ctx.read(A), b = ctx.read(B);
-    std::vector<double> c = accumulate ? ctx.read(C) : std::vector<double>(G * m * n, 0.0);
-    std::vector<double> row(n);
-    for (std::size_t g = 0; g < G; ++g)
-      for (std::size_t i = 0; i < m; ++i) {
-        std::fill(row.begin(), row.end(), 0.0);
-        for (std::size_t p = 0; p < kk; ++p) {
-          const double av = a[(g * m + i) * kk + p];
-          const double *bp = &b[(g * kk + p) * n];
-          for (std::size_t j = 0; j < n; ++j) row[j] += av * bp[j];
+    poplar_host::Rounder r = ctx.rounder(C);
+    PartialSums sums(halfSums, r);
+    std::vector<double> c(G * m * n, 0.0);
+    if (!halfSums) { // float32, a row at a time
+      const std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
+      std::vector<float> row(n);
+      for (std::size_t g = 0; g < G; ++g)
+        for (std::size_t i = 0; i < m; ++i) {
+          std::fill(row.begin(), row.end(), 0.0f);
+          for (std::size_t p = 0; p < kk; ++p) {
+            const float av = af[(g * m + i) * kk + p];
+            const float *bp = &bf[(g * kk + p) * n];
+            for (std::size_t j = 0; j < n; ++j) row[j] += av * bp[j];
+          }
+          std::copy(row.begin(), row.end(), c.begin() + static_cast<std::ptrdiff_t>((g * m + i) * n));
         }
-        double *cp = &c[(g * m + i) * n];
-        for (std::size_t j = 0; j < n; ++j) cp[j] += scale * row[j];
-      }
+    } else {
+      for (std::size_t g = 0; g < G; ++g)
+        for (std::size_t i = 0; i < m; ++i)
+          for (std::size_t p = 0; p < kk; ++p) {
+            const double av = a[(g * m + i) * kk + p];
+            const double *bp = &b[(g * kk + p) * n];
+            for (std::size_t j = 0; j < n; ++j) {
+              const std::size_t e = (g * m + i) * n + j;
+              c[e] = sums.add(c[e], av, bp[j], e, p);
+            }
+          }
+    }
+    sums.finish(c, allFinite(a) && allFinite(b));
+    ctx.raised(r);
+    if (accumulate) {
+      const auto prev = ctx.read(C);
+      for (std::size_t e = 0; e < c.size(); ++e) c[e] = prev[e] + scale * c[e];
+    }
     ctx.write(C, c);
   }, touches);
 }
@@ -100,10 +166,9 @@ poplar::Tensor planned(const poplar::Tensor &t) {
 /// operands rearranged into the plan's layout and the partial sums (in the partials type).
 /// They exist only for the liveness-based memory accounting; the product is computed exactly.
 std::vector<poplar::Tensor> matMulTemporaries(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,
-                                              std::vector<std::size_t> outShape, const poplar::OptionFlags &options,
-                                              const std::string &name) {
-  const auto pt = options.get("partialsType", "float");
-  const poplar::Type partials = (pt == "half" || pt == "HALF") ? poplar::HALF : poplar::FLOAT;
+                                              std::vector<std::size_t> outShape, const poplar::Type &outputType,
+                                              const poplar::OptionFlags &options, const std::string &name) {
+  const poplar::Type partials = halfPartials(options, outputType) ? poplar::HALF : poplar::FLOAT;
   std::vector<poplar::Tensor> temps;
   if (!isPlannedOperand(A)) temps.push_back(poplar_host::newMappedVariable(graph, A.elementType(), A.shape(), name + "/lhsRearranged"));
   if (!isPlannedOperand(B)) temps.push_back(poplar_host::newMappedVariable(graph, B.elementType(), B.shape(), name + "/rhsRearranged"));
@@ -120,8 +185,9 @@ poplar::Tensor matMul(poplar::Graph &graph, const poplar::Tensor &A, const popla
   checkOptions(options, "matMul");
   const std::size_t m = A.dim(0), kk = A.dim(1), n = B.dim(1);
   auto C = poplar_host::newMappedVariable(graph, outputType, {m, n}, nameOf(debugContext, "matMul"));
-  addMatMulStep(prog, A, B, C, 1, m, kk, n, false, 1.0, nameOf(debugContext, "matMul"),
-                matMulTemporaries(graph, A, B, {m, n}, options, nameOf(debugContext, "matMul")));
+  addMatMulStep(prog, A, B, C, 1, m, kk, n, false, 1.0, halfPartials(options, outputType),
+                nameOf(debugContext, "matMul"),
+                matMulTemporaries(graph, A, B, {m, n}, outputType, options, nameOf(debugContext, "matMul")));
   return C;
 }
 
@@ -140,7 +206,8 @@ void matMulAcc(poplar::Graph &, const poplar::Tensor &C, float k, const poplar::
   if (C.shape() != std::vector<std::size_t>{m, n})
     throw poputil::poplibs_error(message("matMulAcc: the accumulator ", C.shapeToString(), " should be ",
                                          shapeString({m, n})));
-  addMatMulStep(prog, A, B, C, 1, m, kk, n, true, k, nameOf(debugContext, "matMulAcc"));
+  addMatMulStep(prog, A, B, C, 1, m, kk, n, true, k, halfPartials(options, C.elementType()),
+                nameOf(debugContext, "matMulAcc"));
 }
 
 poplar::Tensor matMulGrouped(poplar::Graph &graph, const poplar::Tensor &A, const poplar::Tensor &B,
@@ -151,8 +218,9 @@ poplar::Tensor matMulGrouped(poplar::Graph &graph, const poplar::Tensor &A, cons
   checkOptions(options, "matMulGrouped");
   const std::size_t G = A.dim(0), m = A.dim(1), kk = A.dim(2), n = B.dim(2);
   auto C = poplar_host::newMappedVariable(graph, outputType, {G, m, n}, nameOf(debugContext, "matMulGrouped"));
-  addMatMulStep(prog, A, B, C, G, m, kk, n, false, 1.0, nameOf(debugContext, "matMulGrouped"),
-                matMulTemporaries(graph, A, B, {G, m, n}, options, nameOf(debugContext, "matMulGrouped")));
+  addMatMulStep(prog, A, B, C, G, m, kk, n, false, 1.0, halfPartials(options, outputType),
+                nameOf(debugContext, "matMulGrouped"),
+                matMulTemporaries(graph, A, B, {G, m, n}, outputType, options, nameOf(debugContext, "matMulGrouped")));
   return C;
 }
 
@@ -487,25 +555,46 @@ poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const
   });
   const std::size_t inN = poplar_host::product(params.inputFieldShape);
   const bool transposed = transposeAndFlipWeights;
+  const bool halfSums = halfPartials(options, params.outputType);
 
+  // Each output element sums its products in order: input channel, then kernel position (the
+  // positions falling on padding add nothing).
   poplar_host::addHostStep(prog, nameOf(debugContext, "convolution"), [=](ReplicaContext &ctx) {
     const auto x = ctx.read(in), w = ctx.read(weights);
+    poplar_host::Rounder r = ctx.rounder(out);
+    PartialSums sums(halfSums, r);
     std::vector<double> y(N * G * Co * outN, 0.0);
+    const std::vector<float> xf(x.begin(), x.end()), wf(w.begin(), w.end());
+    std::vector<float> accF(outN);
+    const std::size_t K = kernelPos.size();
     for (std::size_t n = 0; n < N; ++n)
       for (std::size_t g = 0; g < G; ++g)
         for (std::size_t o = 0; o < Co; ++o) {
-          double *acc = &y[((n * G + g) * Co + o) * outN];
+          const std::size_t base = ((n * G + g) * Co + o) * outN;
+          double *acc = &y[base];
+          std::fill(accF.begin(), accF.end(), 0.0f);
           for (std::size_t c = 0; c < Ci; ++c) {
-            const double *xc = &x[(n * G * Ci + g * Ci + c) * inN];
+            const std::size_t xBase = (n * G * Ci + g * Ci + c) * inN;
             const std::size_t wBase = transposed ? ((g * Ci + c) * Co + o) * kN : ((g * Co + o) * Ci + c) * kN;
-            for (std::size_t k = 0; k < kernelPos.size(); ++k) {
-              const double wv = w[wBase + static_cast<std::size_t>(kernelPos[k])];
+            for (std::size_t k = 0; k < K; ++k) {
+              const std::size_t wi = wBase + static_cast<std::size_t>(kernelPos[k]);
               const long *row = inputAt[k].data();
-              for (std::size_t j = 0; j < outN; ++j)
-                if (row[j] >= 0) acc[j] += xc[row[j]] * wv;
+              if (!halfSums) {
+                const float wv = wf[wi];
+                const float *xc = &xf[xBase];
+                for (std::size_t j = 0; j < outN; ++j)
+                  if (row[j] >= 0) accF[j] += xc[row[j]] * wv;
+              } else {
+                const double wv = w[wi];
+                for (std::size_t j = 0; j < outN; ++j)
+                  if (row[j] >= 0) acc[j] = sums.add(acc[j], x[xBase + static_cast<std::size_t>(row[j])], wv, base + j, c * K + k);
+              }
             }
           }
+          if (!halfSums) std::copy(accF.begin(), accF.end(), acc);
         }
+    sums.finish(y, allFinite(x) && allFinite(w));
+    ctx.raised(r);
     ctx.write(out, y);
   }, {in, weights, out});
   return out;

@@ -1,6 +1,8 @@
 // popops: reductions, casts, fills and dynamic slicing, computed on the host
-// when the program runs (one HostStep per call). Values are read exactly,
-// combined in double and rounded once to the output type.
+// when the program runs (one HostStep per call). Values are read exactly;
+// sums and products accumulate in the type PopLibs accumulates in (one
+// rounding per step), everything else is computed exactly and rounded once
+// to the output type, as the tile of the output rounds.
 #include "internal.hpp"
 
 #include <popops/Cast.hpp>
@@ -86,8 +88,31 @@ void checkReduceTypes(const poplar::Type &in, const poplar::Type &out, Operation
     throw poputil::poplibs_error(message("reduce: ", op, " of a bool tensor"));
 }
 
+enum class Accum { Exact, Float, Half };
+
+/// The type sums and products accumulate in: accumType.inVertex / accumType.interTile when set
+/// (the lower precision of the two: the emulation sums in one stage), never below the output
+/// type; by default float for a half input of ADD, SQUARE_ADD and MUL, else the input type.
+/// Integers, MIN, MAX and the logical operations are exact.
+Accum accumulationType(const poplar::Type &in, const poplar::Type &out, Operation op, const poplar::OptionFlags &o) {
+  if (!in.isFloatingPoint() || !(op == Operation::ADD || op == Operation::SQUARE_ADD || op == Operation::MUL))
+    return Accum::Exact;
+  auto isHalf = [](const std::string &v) { return v == "half" || v == "HALF"; };
+  auto check = [](const char *key, const std::string &v) {
+    if (!v.empty() && v != "float" && v != "half" && v != "FLOAT" && v != "HALF")
+      throw poplar::invalid_option(message("reduce: invalid value '", v, "' for option ", key, " (float or half)"));
+  };
+  const std::string inVertex = o.get("accumType.inVertex", ""), interTile = o.get("accumType.interTile", "");
+  check("accumType.inVertex", inVertex);
+  check("accumType.interTile", interTile);
+  if (out != poplar::HALF) return Accum::Float;
+  if (inVertex.empty() && interTile.empty()) return Accum::Float; // float for a half ADD/SQUARE_ADD/MUL, or float input
+  return isHalf(inVertex) || isHalf(interTile) ? Accum::Half : Accum::Float;
+}
+
 void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, const poplar::Tensor &out,
-                   const std::vector<std::size_t> &dims, const ReduceParams &params, const std::string &name) {
+                   const std::vector<std::size_t> &dims, const ReduceParams &params, const std::string &name,
+                   const poplar::OptionFlags &options) {
   std::vector<bool> reduced;
   const auto outShape = reducedShape(in, dims, reduced);
   if (poplar_host::product(outShape) != out.numElements())
@@ -101,8 +126,11 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
   const auto map = outputIndex(in.shape(), reduced);
   const std::size_t outN = out.numElements();
   const Operation op = params.op;
+  const Accum accum = accumulationType(in.elementType(), out.elementType(), op, options);
+  // Each output accumulates its inputs in row-major order, one rounding per step.
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
     const auto x = ctx.read(in);
+    poplar_host::Rounder r = ctx.rounder(out);
     std::vector<double> acc(outN);
     const double inf = std::numeric_limits<double>::infinity();
     switch (op) {
@@ -115,13 +143,22 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
     case Operation::MAX:
     case Operation::LOG_ADD: std::fill(acc.begin(), acc.end(), -inf); break;
     }
+    auto step = [&](double exact, std::size_t o, std::size_t i) {
+      if (accum == Accum::Half) return r.toHalf(exact, o, i);
+      return exact; // Float steps are computed in float below
+    };
     for (std::size_t i = 0; i < x.size(); ++i) {
       double &a = acc[map[i]];
       const double v = x[i];
+      if (accum == Accum::Float) {
+        const float fa = static_cast<float>(a), fv = static_cast<float>(v);
+        a = op == Operation::ADD ? fa + fv : op == Operation::SQUARE_ADD ? fa + fv * fv : fa * fv;
+        continue;
+      }
       switch (op) {
-      case Operation::ADD: a += v; break;
-      case Operation::SQUARE_ADD: a += v * v; break;
-      case Operation::MUL: a *= v; break;
+      case Operation::ADD: a = step(a + v, map[i], i); break;
+      case Operation::SQUARE_ADD: a = step(a + v * v, map[i], i); break;
+      case Operation::MUL: a = step(a * v, map[i], i); break;
       case Operation::MIN: a = std::isnan(v) || v < a ? v : a; break;
       case Operation::MAX:
       case Operation::LOG_ADD: a = std::isnan(v) || v > a ? v : a; break; // LOG_ADD: the max first
@@ -135,6 +172,15 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
         if (std::isfinite(acc[map[i]])) sum[map[i]] += std::exp(x[i] - acc[map[i]]);
       for (std::size_t o = 0; o < outN; ++o)
         if (std::isfinite(acc[o])) acc[o] += std::log(sum[o]);
+    }
+    if (accum != Accum::Exact) {
+      bool finiteInput = true;
+      for (double v : x) finiteInput = finiteInput && std::isfinite(v);
+      for (double a : acc) {
+        if (std::isnan(a)) r.flags |= poplar_host::kFpInvalid;
+        else if (std::isinf(a) && finiteInput && accum == Accum::Float) r.flags |= poplar_host::kFpOverflow;
+      }
+      ctx.raised(r);
     }
     if (params.useScale) {
       const double s = ctx.read(params.scale)[0];
@@ -152,12 +198,12 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
 
 poplar::Tensor reduce(poplar::Graph &graph, const poplar::Tensor &in, const poplar::Type &outType,
                       const std::vector<std::size_t> &dims, ReduceParams params, poplar::program::Sequence &prog,
-                      const poplar::DebugContext &debugContext, const poplar::OptionFlags &) {
+                      const poplar::DebugContext &debugContext, const poplar::OptionFlags &options) {
   if (params.update) throw poputil::poplibs_error("reduce: update needs an output; use reduceWithOutput");
   std::vector<bool> reduced;
   const auto outShape = reducedShape(in, dims, reduced);
   auto out = poplar_host::newMappedVariable(graph, outType, outShape, nameOf(debugContext, "reduce"));
-  addReduceStep(prog, in, out, dims, params, nameOf(debugContext, "reduce"));
+  addReduceStep(prog, in, out, dims, params, nameOf(debugContext, "reduce"), options);
   return out;
 }
 
@@ -169,12 +215,12 @@ poplar::Tensor reduce(poplar::Graph &graph, const poplar::Tensor &in, const std:
 
 void reduceWithOutput(poplar::Graph &graph, const poplar::Tensor &in, const poplar::Tensor &out,
                       const std::vector<std::size_t> &dims, ReduceParams params, poplar::program::Sequence &prog,
-                      const poplar::DebugContext &debugContext, const poplar::OptionFlags &) {
+                      const poplar::DebugContext &debugContext, const poplar::OptionFlags &options) {
   bool complete = false;
   graph.getTileMapping(out, &complete);
   if (!complete)
     poplar_host::mapLinearly(graph, out, 1, graph.getTarget().getVectorWidth(out.elementType()));
-  addReduceStep(prog, in, out, dims, params, nameOf(debugContext, "reduce"));
+  addReduceStep(prog, in, out, dims, params, nameOf(debugContext, "reduce"), options);
 }
 
 // --- cast, zero, fill -------------------------------------------------------------------
@@ -465,11 +511,14 @@ void multiUpdateImpl(const char *op, UpdateKind kind, const poplar::Tensor &t, c
   const auto tShape = t.shape();
   const std::size_t sliceN = poplar_host::product(sliceShape);
   const poplar::Tensor scaleT = scale ? *scale : poplar::Tensor();
+  const poplar::Type type = t.elementType();
+  // additions round to the tensor's type one update at a time, in offset order
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
     auto dst = ctx.read(t);
     const auto upd = ctx.read(s);
     const auto offs = ctx.read(offsets);
     const double k = scaleT.valid() ? ctx.read(scaleT)[0] : 1.0;
+    poplar_host::Rounder r = ctx.rounder(t);
     std::vector<std::size_t> starts, idx;
     for (std::size_t j = 0; j < m; ++j) {
       if (!multiStarts(offs, j, tShape, dims, sizes, starts)) continue; // ignored, as in popops
@@ -478,10 +527,14 @@ void multiUpdateImpl(const char *op, UpdateKind kind, const poplar::Tensor &t, c
         double &d = dst[idx[i]];
         const double u = upd[j * sliceN + i];
         if (kind == UpdateKind::Set) d = u;
-        else if (kind == UpdateKind::Add) d += k * u;
-        else d = std::max(d, u);
+        else if (kind == UpdateKind::Add) {
+          if (type == poplar::FLOAT) d = static_cast<float>(d) + static_cast<float>(k) * static_cast<float>(u);
+          else if (type == poplar::HALF) d = r.toHalf(d + static_cast<double>(static_cast<float>(k)) * u, idx[i], j);
+          else d += k * u;
+        } else d = std::max(d, u);
       }
     }
+    ctx.raised(r);
     ctx.write(t, dst);
   }, {t, s, offsets, scaleT});
 }

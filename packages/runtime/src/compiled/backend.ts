@@ -357,6 +357,8 @@ export function compileOptionsFrom(options: Options): CompiledBackendOptions {
     stepTimeoutMs: options.executable_timeout * 1000,
     availableMemoryProportionPerIpu: perIpu,
     partialsType: options.Precision.partials_type,
+    stochasticRounding: options.Precision.stochastic_rounding,
+    floatingPointExceptions: options.Precision.floating_point_exceptions,
     sourceLocationExcludes: options.source_location_excludes,
   };
 }

@@ -297,7 +297,7 @@ export function buildExecutable(sources: GeneratedSources, opts: BuildOptions = 
           { cmd: t.popc, args: ['-O3', '--target', 'ipu2', out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
           { cmd: t.cxx, args: [...COMPILE_FLAGS.host, '-c', out('host.cpp'), '-o', out('host.o')], cwd: tmp, label: 'host.cpp' },
         ],
-        [{ cmd: t.cxx, args: [out('host.o'), '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lgcl'], cwd: tmp, label: 'link' }],
+        [{ cmd: t.cxx, args: [out('host.o'), '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lpoprand', '-lgcl'], cwd: tmp, label: 'link' }],
       ];
     } else {
       const include = path.join(t.poplarHost, 'include');

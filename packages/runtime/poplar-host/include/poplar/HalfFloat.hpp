@@ -5,9 +5,13 @@
 // arithmetic operation is computed in float and rounded to the nearest half
 // (ties to even), and mixing half with float/double promotes like C++ does.
 // One difference: `cond ? someHalf : someFloat` is ambiguous here (half and
-// float convert both ways); cast one side.
+// float convert both ways); cast one side. While a vertex runs on a tile whose
+// floating-point behaviour is set (poplar_host/Arithmetic.hpp), rounding to
+// half follows it: saturation or NaN on overflow, stochastic rounding.
 #ifndef poplar_HalfFloat_hpp
 #define poplar_HalfFloat_hpp
+
+#include <poplar_host/Arithmetic.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -84,16 +88,26 @@ inline float halfBitsToFloat(std::uint16_t h) {
   return f;
 }
 
+/// Rounding to half in device code: IEEE unless the running vertex's tile says otherwise.
+inline std::uint16_t deviceHalfBits(float f) {
+  TileArithmetic *a = tileArithmetic;
+  return a ? a->toHalf(static_cast<double>(f)) : floatToHalfBits(f);
+}
+inline std::uint16_t deviceHalfBits(double d) {
+  TileArithmetic *a = tileArithmetic;
+  return a ? a->toHalf(d) : doubleToHalfBits(d);
+}
+
 } // namespace poplar_host
 
 /// The device half type (global, as popc spells it).
 class half {
 public:
   half() = default;
-  half(float f) : bits_(poplar_host::floatToHalfBits(f)) {}
-  half(double d) : bits_(poplar_host::doubleToHalfBits(d)) {}
+  half(float f) : bits_(poplar_host::deviceHalfBits(f)) {}
+  half(double d) : bits_(poplar_host::deviceHalfBits(d)) {}
   template <class I, std::enable_if_t<std::is_integral<I>::value, int> = 0>
-  half(I i) : bits_(poplar_host::floatToHalfBits(static_cast<float>(i))) {}
+  half(I i) : bits_(poplar_host::deviceHalfBits(static_cast<float>(i))) {}
   operator float() const { return poplar_host::halfBitsToFloat(bits_); }
 
   static half fromBits(std::uint16_t b) {
