@@ -348,7 +348,7 @@ export function formatBytes(n: number): string {
 export const MAX_STREAM_BYTES_PER_RUN = 2 ** 31 - 1;
 
 /** Times each stream is copied and each graph executed in one run of `p`. */
-function runsOf(p: ProgramNode, mult: number, streams: Map<string, number>, executes: Map<string, number>): void {
+export function runsOf(p: ProgramNode, mult: number, streams: Map<string, number>, executes: Map<string, number>): void {
   switch (p.kind) {
     case 'sequence':
       for (const b of p.body) runsOf(b, mult, streams, executes);

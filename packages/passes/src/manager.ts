@@ -10,11 +10,14 @@ export interface PrintOptions {
 export interface UnitKind<T> {
   print(unit: T, opts: PrintOptions): string;
   verify(unit: T): Diagnostic[];
+  /** The number of ops in the unit, recorded after each pass. */
+  count?(unit: T): number;
 }
 
 export const GRAPH_UNIT: UnitKind<Graph> = {
   print: (g, o) => printGraph(g, { debugInfo: o.debugInfo, ...(o.locationExcludes ? { locationExcludes: o.locationExcludes } : {}) }),
   verify: (g) => verifyGraph(g),
+  count: (g) => g.numOps,
 };
 
 export interface PassManagerOptions {
@@ -36,6 +39,8 @@ export interface PassManagerOptions {
 export interface PassTiming {
   readonly pass: string;
   readonly ms: number;
+  /** Ops in the unit after the pass, when its kind counts them. */
+  readonly ops?: number;
 }
 
 export interface PipelineResult<T> {
@@ -78,7 +83,8 @@ export class PassManager<T = Graph> {
       const before = this.opts.printIrAfterChange ? this.kind.print(u, printOpts) : undefined;
       const t0 = performance.now();
       u = pass.run(u, ctx);
-      timings.push({ pass: pass.name, ms: performance.now() - t0 });
+      const ms = performance.now() - t0;
+      timings.push({ pass: pass.name, ms, ...(this.kind.count ? { ops: this.kind.count(u) } : {}) });
       if (this.opts.verify ?? true) {
         const problems = this.kind.verify(u).filter((d) => d.severity === 'error');
         if (problems.length) {

@@ -1,30 +1,52 @@
 import { Command } from 'commander';
-import { EstimateOptions, GC200_COST_MODEL, IpuMemory, LiveTensor, MemoryReport, estimatePipeline, formatBytes, generatePoplar } from '@tilegraph/codegen-poplar';
+import { EstimateOptions, GC200_COST_MODEL, GeneratedSources, IpuMemory, LiveTensor, MemoryReport, PipelineEstimate, estimatePipeline, formatBytes, generatePoplar } from '@tilegraph/codegen-poplar';
 import { compileOptionsFrom } from '@tilegraph/runtime';
 import { DiagnosticError, Module } from '@tilegraph/ir';
 import { stderrReporter } from '../diagnostics.js';
 import { PipelineInfo, PipelineStageKind, Placement, formatTimings } from '@tilegraph/passes';
-import { buildStep, registerStepFlags } from './step.js';
+import { BuiltStep, buildStep, registerStepFlags } from './step.js';
+import { checkOutputFile, writeAtomic } from '../files.js';
+import { ReportData, reportData } from '../report/data.js';
+import { renderReportHtml } from '../report/html.js';
 
 /**
  * `tilegraph report`: the memory plan of the step the compile flags describe, per IPU — the
  * always-live bytes, the peak of the rest and where it is, the fullest tile and what is live on it
  * then — as a table or (--json) as one JSON document; with the forward stages' placement and,
- * when the step is pipelined, its schedule with estimated cycles (see pipelineReport). Exits 1
- * when a tile does not fit (the table is still printed, with Poplar's out-of-memory diagnostic on
- * stderr).
+ * when the step is pipelined, its schedule with estimated cycles (see pipelineReport). --html
+ * writes the same, with the graph, the schedule as a chart and every tile's memory, as one
+ * self-contained page (see report/html.ts). Exits 1 when a tile does not fit (the table or page is
+ * still written, with Poplar's out-of-memory diagnostic on stderr).
  */
 export function registerReport(program: Command): void {
   const cmd = program.command('report').description('print the memory plan of a model: per IPU, always-live bytes, the peak, the fullest tile');
-  registerStepFlags(cmd).option('--json', 'print the plan as JSON (one entry per IPU)');
+  registerStepFlags(cmd)
+    .option('--json', 'print the plan as JSON (one entry per IPU)')
+    .option('--html <file>', 'write a visual report (graph, schedule, memory, compile) as one self-contained HTML file');
   cmd.action((model: string, o: Record<string, unknown>) => {
+    const html = o['html'] as string | undefined;
+    // checked before the (possibly long) build
+    if (html !== undefined) checkOutputFile(html, '--html', [model, ...(o['options'] ? [o['options'] as string] : [])]);
+    const t0 = performance.now();
     const step = buildStep(model, o);
+    const t1 = performance.now();
     stderrReporter().report(step.warnings);
     if (step.timePasses) process.stderr.write(formatTimings(step.timings) + '\n');
-    const { plan, memoryProblems } = generatePoplar(step.module, { ...compileOptionsFrom(step.options), allowOutOfMemory: true });
+    const copts = compileOptionsFrom(step.options);
+    const generated = generatePoplar(step.module, { ...copts, allowOutOfMemory: true });
+    const t2 = performance.now();
+    const { plan, memoryProblems } = generated;
     const mem = plan.memory;
     const fits = memoryProblems.length === 0;
     const sections = pipelineReport(step.module, step.placement, step.schedule, { ipus: mem.ipus });
+    if (html !== undefined) {
+      const data = htmlReportData(model, step, generated, { loadAndPasses: t1 - t0, generate: t2 - t1 });
+      const page = renderReportHtml(data);
+      writeAtomic(html, page);
+      // with --json, stdout stays one JSON document
+      const line = `HTML report of ${model} written to ${html} (${formatBytes(Buffer.byteLength(page))}${fits ? '' : '; a tile does not fit'})\n`;
+      (o['json'] ? process.stderr : process.stdout).write(line);
+    }
     if (o['json']) {
       const doc = {
         model,
@@ -38,10 +60,32 @@ export function registerReport(program: Command): void {
         ...sections,
       };
       process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
-    } else {
+    } else if (html === undefined) {
       process.stdout.write(formatReport(model, step.pipeline, mem, sections.schedule));
     }
     if (!fits) throw new DiagnosticError(memoryProblems);
+  });
+}
+
+/** The HTML report's data: the built step, its generated program and how long each took. */
+export function htmlReportData(model: string, step: BuiltStep, generated: GeneratedSources, ms: { loadAndPasses: number; generate: number }): ReportData {
+  const mem = generated.plan.memory;
+  const { estimate, schedule } = pipelineSections(step.module, step.placement, step.schedule, { ipus: mem.ipus });
+  return reportData({
+    file: model,
+    pipeline: step.pipeline,
+    module: step.module,
+    generated,
+    warnings: step.warnings,
+    timings: step.timings,
+    loadAndPassesMs: ms.loadAndPasses,
+    generateMs: ms.generate,
+    ...(step.schedule ? { schedule: step.schedule } : {}),
+    ...(estimate ? { estimate } : {}),
+    ...(schedule ? { scheduleSection: schedule } : {}),
+    excludes: compileOptionsFrom(step.options).sourceLocationExcludes ?? [],
+    costs: {},
+    clockHz: GC200_COST_MODEL.clockHz,
   });
 }
 
@@ -186,8 +230,19 @@ export function recomputes(module: Module, graph: string): boolean {
  * (default: the highest IPU the module uses, plus one).
  */
 export function pipelineReport(module: Module, placement: Placement | undefined, schedule: PipelineInfo | undefined, opts: EstimateOptions & { ipus?: number } = {}): { placement?: PlacementSection; schedule?: ScheduleSection } {
+  const { estimate: _, ...sections } = pipelineSections(module, placement, schedule, opts);
+  return sections;
+}
+
+/** pipelineReport's sections with the estimate they come from (the HTML report draws its cycles). */
+export function pipelineSections(
+  module: Module,
+  placement: Placement | undefined,
+  schedule: PipelineInfo | undefined,
+  opts: EstimateOptions & { ipus?: number } = {},
+): { placement?: PlacementSection; schedule?: ScheduleSection; estimate?: PipelineEstimate } {
   const { ipus: given, ...costs } = opts;
-  const out: { placement?: PlacementSection; schedule?: ScheduleSection } = {};
+  const out: { placement?: PlacementSection; schedule?: ScheduleSection; estimate?: PipelineEstimate } = {};
   if (placement) out.placement = { stages: placement.stages.map((s, index) => ({ index, ipu: s.ipu, blocks: [...s.blocks], ops: s.ops })) };
   if (!schedule) return out;
   const ipus = given ?? moduleIpus(module);
@@ -221,6 +276,7 @@ export function pipelineReport(module: Module, placement: Placement | undefined,
     ...(microBatchSize !== undefined ? { microBatchSize } : {}),
     ...(e.samplesPerSecond !== undefined ? { samplesPerSecond: e.samplesPerSecond } : {}),
   };
+  out.estimate = e;
   return out;
 }
 

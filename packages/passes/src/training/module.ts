@@ -138,6 +138,12 @@ export const TRAINING_UNIT: UnitKind<TrainingState> = {
     if (s.module) ds.push(...verifyModule(s.module));
     return ds;
   },
+  count: (s) => {
+    if (!s.module) return s.step.numOps + (s.update?.numOps ?? 0);
+    let n = 0;
+    for (const g of s.module.graphs.values()) n += g.numOps;
+    return n;
+  },
 };
 
 /**
