@@ -1,180 +1,22 @@
+import fs from 'node:fs';
+
 /**
  * The device side: vertex classes collected while lowering, de-duplicated by their text, and
  * written as codelets.cpp (plain Poplar codelet C++, built by popc or by the emulation).
  */
 
-/** Helpers shared by generated vertices: scalar math with the reference interpreter's semantics. */
-const PRELUDE = String.raw`namespace tg {
-
-// Stores a float32 value in an int32 element as JavaScript's ToInt32 does (NaN and inf give 0,
-// others truncate and wrap modulo 2^32), so casts agree with the reference interpreter. Exact in
-// float32: a value of magnitude 2^31 or more is a whole multiple of 2^8, and so is its remainder.
-inline int toInt32(float x) {
-  if (!(x == x) || x == INFINITY || x == -INFINITY) return 0;
-  if (x > -2147483648.0f && x < 2147483648.0f) return int(x);
-  float m = std::fmod(x, 4294967296.0f);
-  if (m < 0.0f) m += 4294967296.0f;
-  return int(unsigned(m));
+/**
+ * Fixed device code, kept in real C++ files (packages/codegen-poplar/cpp) and copied into every
+ * codelets.cpp, so that a generated file builds on its own with popc.
+ */
+function cppFile(name: string): string {
+  return fs.readFileSync(new URL(`../cpp/${name}`, import.meta.url), 'utf8');
 }
 
-inline unsigned toUint32(float x) { return unsigned(toInt32(x)); }
-
-// The sign bit of a float: true for -0 as for negative values.
-inline bool signBit(float x) {
-  union {
-    float f;
-    unsigned u;
-  } v;
-  v.f = x;
-  return (v.u >> 31) != 0;
-}
-
-// Integer division truncating toward zero; division by zero gives 0 and INT_MIN / -1 wraps.
-inline int divInt(int a, int b) {
-  if (b == 0) return 0;
-  if (b == -1) return int(0u - unsigned(a));
-  return a / b;
-}
-
-inline unsigned divUint(unsigned a, unsigned b) { return b == 0 ? 0u : a / b; }
-
-inline int powInt(int a, int b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 == 0 ? 1 : -1) : 0;
-  unsigned r = 1;
-  for (int i = 0; i < b; ++i) r *= unsigned(a);
-  return int(r);
-}
-
-inline unsigned powUint(unsigned a, unsigned b) {
-  unsigned r = 1;
-  for (unsigned i = 0; i < b; ++i) r *= a;
-  return r;
-}
-
-// Math.pow: a NaN exponent gives NaN, and so does (+-1) ** (+-inf).
-inline float powFloat(float a, float b) {
-  if (b != b) return NAN;
-  if ((b == INFINITY || b == -INFINITY) && (a == 1.0f || a == -1.0f)) return NAN;
-  return std::pow(a, b);
-}
-
-// Maximum and minimum propagating NaN; +0 is larger than -0.
-inline float maxFloat(float a, float b) {
-  if (a != a || b != b) return NAN;
-  if (a > b) return a;
-  if (b > a) return b;
-  return signBit(a) ? b : a;
-}
-
-inline float minFloat(float a, float b) {
-  if (a != a || b != b) return NAN;
-  if (a < b) return a;
-  if (b < a) return b;
-  return signBit(a) ? a : b;
-}
-
-inline float sigmoidFloat(float x) {
-  if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
-  float e = std::exp(x);
-  return e / (1.0f + e);
-}
-
-inline float reluFloat(float x) { return x > 0 ? x : (x != x ? x : 0.0f); }
-
-inline float signFloat(float x) { return x != x ? x : x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; }
-
-inline float geluErf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-
-inline float geluTanh(float x) {
-  return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-
-// A gather index: negative indices count from the end; out-of-range ones read row 0.
-inline unsigned wrapIndex(int i, unsigned dim) {
-  long long j = i < 0 ? (long long)i + (long long)dim : (long long)i;
-  return j < 0 || j >= (long long)dim ? 0u : unsigned(j);
-}
-
-// A dynamic slice start clamped to [0, max].
-inline unsigned clampIndex(int i, int max) { return unsigned(i < 0 ? 0 : i > max ? max : i); }
-
-inline bool truthy(float x) { return x != 0.0f && x == x; }
-
-} // namespace tg
-`;
-
-/** The reference's random number generator, for modules that draw random numbers. */
-const RANDOM_PRELUDE = String.raw`namespace tg {
-
-// The random number generator of the reference (xoshiro128** seeded through splitmix32), so that
-// random ops draw the same values on the device as on the host.
-struct Rng {
-  unsigned s0, s1, s2, s3;
-  bool hasSpare;
-  double spare;
-
-  static unsigned rotl(unsigned x, unsigned k) { return (x << k) | (x >> (32 - k)); }
-
-  Rng(unsigned seed, unsigned stream) : hasSpare(false), spare(0) {
-    unsigned x = seed ^ (stream * 0x9e3779b9u);
-    unsigned s[4];
-    for (unsigned i = 0; i < 4; ++i) {
-      x += 0x9e3779b9u;
-      unsigned z = x;
-      z = (z ^ (z >> 16)) * 0x85ebca6bu;
-      z = (z ^ (z >> 13)) * 0xc2b2ae35u;
-      s[i] = z ^ (z >> 16);
-    }
-    s0 = s[0];
-    s1 = s[1];
-    s2 = s[2];
-    s3 = s[3];
-    if ((s0 | s1 | s2 | s3) == 0) s0 = 1;
-  }
-
-  unsigned nextU32() {
-    unsigned result = rotl(s1 * 5u, 7) * 9u;
-    unsigned t = s1 << 9;
-    s2 ^= s0;
-    s3 ^= s1;
-    s1 ^= s2;
-    s0 ^= s3;
-    s2 ^= t;
-    s3 = rotl(s3, 11);
-    return result;
-  }
-
-  double uniform() { return double(nextU32() >> 8) / 16777216.0; }
-
-  double normal() {
-    if (hasSpare) {
-      hasSpare = false;
-      return spare;
-    }
-    double u = uniform();
-    while (u == 0) u = uniform();
-    double v = uniform();
-    double r = std::sqrt(-2 * std::log(u));
-    spare = r * std::sin(2 * 3.141592653589793 * v);
-    hasSpare = true;
-    return r * std::cos(2 * 3.141592653589793 * v);
-  }
-
-  // Advances past one normal() draw without computing it.
-  void skipNormal() {
-    if (hasSpare) {
-      hasSpare = false;
-      return;
-    }
-    while (uniform() == 0) {
-    }
-    uniform();
-    hasSpare = true;
-  }
-};
-
-} // namespace tg
-`;
+/** Scalar maths with the reference interpreter's semantics, and MultiVertex work splitting. */
+const PRELUDE = cppFile('codelet_prelude.hpp');
+/** The reference's counter-based random number generator, for modules that draw random numbers. */
+const RANDOM_PRELUDE = cppFile('codelet_random.hpp');
 
 export interface CodeletClass {
   /** Class name inside namespace tg. */

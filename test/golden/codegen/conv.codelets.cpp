@@ -4,6 +4,9 @@
 
 using namespace poplar;
 
+// Helpers shared by tilegraph's generated vertices: scalar maths with the reference
+// interpreter's semantics, and the work split of MultiVertex loops. The code generator copies
+// this file into every codelets.cpp (after <poplar/Vertex.hpp> and <cmath>).
 namespace tg {
 
 // Stores a float32 value in an int32 element as JavaScript's ToInt32 does (NaN and inf give 0,
@@ -100,76 +103,142 @@ inline unsigned clampIndex(int i, int max) { return unsigned(i < 0 ? 0 : i > max
 
 inline bool truthy(float x) { return x != 0.0f && x == x; }
 
+// Elements per worker chunk in a MultiVertex writing outputs of the given element types: enough
+// of the narrowest to fill a 32-bit word. Sub-word stores are read-modify-write of the whole
+// word, so two workers must never write parts of one word; with outputs aligned to 4 bytes and
+// chunks of whole words, they do not.
+constexpr unsigned wordChunkOf(unsigned bytes) { return bytes < 4u ? 4u / bytes : 1u; }
+constexpr unsigned maxOf(unsigned a, unsigned b) { return a > b ? a : b; }
+template <typename T> constexpr unsigned wordChunk() { return wordChunkOf(unsigned(sizeof(T))); }
+template <typename T, typename U, typename... Rest> constexpr unsigned wordChunk() {
+  return maxOf(wordChunk<T>(), wordChunk<U, Rest...>());
+}
+
 } // namespace tg
 
+// Random numbers for tilegraph's random-op vertices: the reference interpreter's counter-based
+// generator (packages/ir/src/random.ts), operation for operation in float32, so that the device
+// draws the reference's values bit for bit. Element i of a random op is computed from
+// (key, step, i) alone, so each worker makes its own elements without replaying the others'.
+// The code generator copies this file into codelets.cpp after codelet_prelude.hpp.
 namespace tg {
 
-// The random number generator of the reference (xoshiro128** seeded through splitmix32), so that
-// random ops draw the same values on the device as on the host.
-struct Rng {
-  unsigned s0, s1, s2, s3;
-  bool hasSpare;
-  double spare;
+inline unsigned rotl32(unsigned x, unsigned r) { return (x << r) | (x >> (32u - r)); }
 
-  static unsigned rotl(unsigned x, unsigned k) { return (x << k) | (x >> (32 - k)); }
-
-  Rng(unsigned seed, unsigned stream) : hasSpare(false), spare(0) {
-    unsigned x = seed ^ (stream * 0x9e3779b9u);
-    unsigned s[4];
-    for (unsigned i = 0; i < 4; ++i) {
-      x += 0x9e3779b9u;
-      unsigned z = x;
-      z = (z ^ (z >> 16)) * 0x85ebca6bu;
-      z = (z ^ (z >> 13)) * 0xc2b2ae35u;
-      s[i] = z ^ (z >> 16);
+// Threefry-2x32 with 20 rounds (Salmon et al., SC 2011; the generator of JAX): the first output
+// word for key (k0, k1) and counter (c0, c1).
+inline unsigned threefry2x32(unsigned k0, unsigned k1, unsigned c0, unsigned c1) {
+  const unsigned ks[3] = {k0, k1, k0 ^ k1 ^ 0x1bd11bdau};
+  const unsigned rot[2][4] = {{13u, 15u, 26u, 6u}, {17u, 29u, 16u, 24u}};
+  unsigned x0 = c0 + ks[0];
+  unsigned x1 = c1 + ks[1];
+  for (unsigned s = 1; s <= 5u; ++s) {
+    for (unsigned i = 0; i < 4u; ++i) {
+      x0 += x1;
+      x1 = rotl32(x1, rot[(s + 1u) % 2u][i]);
+      x1 ^= x0;
     }
-    s0 = s[0];
-    s1 = s[1];
-    s2 = s[2];
-    s3 = s[3];
-    if ((s0 | s1 | s2 | s3) == 0) s0 = 1;
+    x0 += ks[s % 3u];
+    x1 += ks[(s + 1u) % 3u] + s;
   }
+  return x0;
+}
 
-  unsigned nextU32() {
-    unsigned result = rotl(s1 * 5u, 7) * 9u;
-    unsigned t = s1 << 9;
-    s2 ^= s0;
-    s3 ^= s1;
-    s1 ^= s2;
-    s0 ^= s3;
-    s2 ^= t;
-    s3 = rotl(s3, 11);
-    return result;
+// The 32 random bits of element `index` of a random op with key (op seed ^ run seed) at `step`.
+inline unsigned counterBits(unsigned key, unsigned step, unsigned index) { return threefry2x32(key, step, index, 0u); }
+
+// Uniform in [0, 1): the top 24 bits times 2^-24 (exact).
+inline float uniformFromBits(unsigned bits) { return float(bits >> 8) * 5.9604644775390625e-8f; }
+
+// Below, each statement is one float32 operation, so that no compiler fuses a multiply and an add
+// into one rounding that the reference does not make.
+
+// ln(n * 2^-24) for an integer 1 <= n < 2^24: n = m * 2^e with m in (sqrt(1/2), sqrt(2)], then
+// ln m = 2s(1 + s^2/3 + s^4/5 + ...) with s = (m - 1) / (m + 1).
+inline float logScaled(unsigned n) {
+  int e = 31;
+  while ((n >> unsigned(e)) == 0u) --e;
+  union {
+    unsigned u;
+    float f;
+  } scale;
+  scale.u = unsigned(127 - e) << 23; // 2^-e
+  float m = float(n) * scale.f;
+  if (m > 1.4142135f) {
+    m = m * 0.5f;
+    e = e + 1;
   }
+  const float below = m - 1.0f;
+  const float above = m + 1.0f;
+  const float s = below / above;
+  const float z = s * s;
+  float p = 0.09090909f;
+  p = p * z;
+  p = p + 0.11111111f;
+  p = p * z;
+  p = p + 0.14285715f;
+  p = p * z;
+  p = p + 0.2f;
+  p = p * z;
+  p = p + 0.33333334f;
+  const float w = z * p;
+  const float s2 = s + s;
+  const float sw = s2 * w;
+  const float lm = s2 + sw;
+  // ln 2 in two parts: small multiples of the high part are exact
+  const float k = float(e - 24);
+  const float hi = k * 0.693145751953125f;
+  const float lo = k * 0.0000014286068f;
+  const float rest = lo + lm;
+  return hi + rest;
+}
 
-  double uniform() { return double(nextU32() >> 8) / 16777216.0; }
-
-  double normal() {
-    if (hasSpare) {
-      hasSpare = false;
-      return spare;
-    }
-    double u = uniform();
-    while (u == 0) u = uniform();
-    double v = uniform();
-    double r = std::sqrt(-2 * std::log(u));
-    spare = r * std::sin(2 * 3.141592653589793 * v);
-    hasSpare = true;
-    return r * std::cos(2 * 3.141592653589793 * v);
+// A standard normal value from 32 random bits: the inverse normal CDF by Wichura's PPND7
+// (Applied Statistics algorithm AS 241, single precision; all coefficients positive, so float32
+// evaluation is stable) at p = (2k + 1) / 2^24 for the top 23 bits k.
+inline float normalFromBits(unsigned bits) {
+  const int m = int((bits >> 9) * 2u + 1u) - 8388608; // 2^24 (p - 1/2), odd
+  const float q = float(m) * 5.9604644775390625e-8f;
+  const int am = m < 0 ? -m : m;
+  if (am <= 7130316) { // |p - 1/2| <= 0.425
+    const float qq = q * q;
+    const float r = 0.180625f - qq;
+    float a = 59.109375f;
+    a = a * r;
+    a = a + 159.29114f;
+    a = a * r;
+    a = a + 50.434273f;
+    a = a * r;
+    a = a + 3.3871326f;
+    const float num = q * a;
+    float b = 67.18756f;
+    b = b * r;
+    b = b + 78.75776f;
+    b = b * r;
+    b = b + 17.89517f;
+    const float br = b * r;
+    const float den = br + 1.0f;
+    return num / den;
   }
-
-  // Advances past one normal() draw without computing it.
-  void skipNormal() {
-    if (hasSpare) {
-      hasSpare = false;
-      return;
-    }
-    while (uniform() == 0) {
-    }
-    uniform();
-    hasSpare = true;
-  }
-};
+  // the tails: min(p, 1 - p) = n * 2^-24, with -ln of it at most 16.7
+  const float l = -logScaled(unsigned(8388608 - am));
+  const float root = std::sqrt(l);
+  const float r = root - 1.6f;
+  float c = 0.17023821f;
+  c = c * r;
+  c = c + 1.3067285f;
+  c = c * r;
+  c = c + 2.7568154f;
+  c = c * r;
+  c = c + 1.4234372f;
+  float d = 0.12021133f;
+  d = d * r;
+  d = d + 0.73700166f;
+  const float dr = d * r;
+  const float den = dr + 1.0f;
+  const float z = c / den;
+  return m < 0 ? -z : z;
+}
 
 } // namespace tg
 
@@ -180,15 +249,19 @@ class Fused0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
-  poplar::Output<poplar::Vector<T>> out0;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   void compute(unsigned workerId) {
     const unsigned n = out0.size();
-    for (unsigned i = workerId; i < n; i += numWorkers()) {
-      const T x0 = in0[i];
-      const T x1 = in1[i];
-      const T v0 = T(float(x0) + float(x1));
-      out0[i] = v0;
+    constexpr unsigned K = tg::wordChunk<T>();
+    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
+      const unsigned end = c + K < n ? c + K : n;
+      for (unsigned i = c; i < end; ++i) {
+        const T x0 = in0[i];
+        const T x1 = in1[i];
+        const T v0 = T(float(x0) + float(x1));
+        out0[i] = v0;
+      }
     }
   }
 };
@@ -198,14 +271,18 @@ template <typename T>
 class Fused1 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
-  poplar::Output<poplar::Vector<T>> out0;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   void compute(unsigned workerId) {
     const unsigned n = out0.size();
-    for (unsigned i = workerId; i < n; i += numWorkers()) {
-      const T x0 = in0[i];
-      const T v0 = T(tg::reluFloat(float(x0)));
-      out0[i] = v0;
+    constexpr unsigned K = tg::wordChunk<T>();
+    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
+      const unsigned end = c + K < n ? c + K : n;
+      for (unsigned i = c; i < end; ++i) {
+        const T x0 = in0[i];
+        const T v0 = T(tg::reluFloat(float(x0)));
+        out0[i] = v0;
+      }
     }
   }
 };
@@ -215,7 +292,7 @@ template <typename T>
 class MaxPool0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in;
-  poplar::Output<poplar::Vector<T>> out;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out;
   unsigned begin;
 
   static void taps(int start, int k, int dil, int size, int &lo, int &hi) {
@@ -232,44 +309,57 @@ public:
     const int PT = 0, PL = 0, PB = 0, PR = 0;
     (void)PB;
     (void)PR;
-    for (unsigned o = workerId; o < out.size(); o += numWorkers()) {
-      const unsigned q = begin + o;
-      const int plane = int(q / unsigned(OH * OW));
-      const int oh = int(q / unsigned(OW)) % OH, ow = int(q % unsigned(OW));
-      const int h0 = oh * SH - PT, w0 = ow * SW - PL;
-      const int base = plane * H * W;
-      int ilo, ihi, jlo, jhi;
-      taps(h0, KH, DH, H, ilo, ihi);
-      taps(w0, KW, DW, W, jlo, jhi);
-      float m = -INFINITY;
-      for (int i = ilo; i < ihi; ++i)
-        for (int j = jlo; j < jhi; ++j) {
-          const float v = float(in[base + (h0 + i * DH) * W + w0 + j * DW]);
-          if (v > m || v != v) m = v;
-        }
-      out[o] = T(m);
+    constexpr unsigned K = tg::wordChunk<T>();
+    for (unsigned c = workerId * K; c < out.size(); c += numWorkers() * K) {
+      const unsigned end = c + K < out.size() ? c + K : out.size();
+      for (unsigned o = c; o < end; ++o) {
+        const unsigned q = begin + o;
+        const int plane = int(q / unsigned(OH * OW));
+        const int oh = int(q / unsigned(OW)) % OH, ow = int(q % unsigned(OW));
+        const int h0 = oh * SH - PT, w0 = ow * SW - PL;
+        const int base = plane * H * W;
+        int ilo, ihi, jlo, jhi;
+        taps(h0, KH, DH, H, ilo, ihi);
+        taps(w0, KW, DW, W, jlo, jhi);
+        float m = -INFINITY;
+        for (int i = ilo; i < ihi; ++i)
+          for (int j = jlo; j < jhi; ++j) {
+            const float v = float(in[base + (h0 + i * DH) * W + w0 + j * DW]);
+            if (v > m || v != v) m = v;
+          }
+        out[o] = T(m);
+      }
     }
   }
 };
 template class MaxPool0<float>;
 
 template <typename T>
-class Dropout0 : public poplar::Vertex {
+class Dropout0 : public poplar::MultiVertex {
 public:
   poplar::Input<unsigned> seed;
   poplar::Input<unsigned> step;
   poplar::Input<poplar::Vector<T>> in;
-  poplar::Output<poplar::Vector<T>> out;
-  poplar::Output<poplar::Vector<bool>> mask;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out;
+  poplar::Output<poplar::Vector<bool, poplar::VectorLayout::SPAN, 4>> mask;
   unsigned begin;
 
-  void compute() {
-    tg::Rng rng(7u ^ *seed, *step);
-    for (unsigned i = 0; i < begin; ++i) rng.nextU32();
-    for (unsigned i = 0; i < out.size(); ++i) {
-      const double keep = rng.uniform() >= 0.25 ? 1.0 : 0.0;
-      mask[i] = keep != 0;
-      out[i] = T(float(double(float(in[i])) * keep * 1.3333333333333333));
+  void compute(unsigned workerId) {
+    const unsigned key = 7u ^ *seed;
+    const unsigned stream = *step;
+    const unsigned n = out.size();
+    constexpr unsigned K = tg::wordChunk<T, bool>();
+    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
+      const unsigned end = c + K < n ? c + K : n;
+      for (unsigned i = c; i < end; ++i) {
+        const unsigned bits = tg::counterBits(key, stream, begin + i);
+        const bool keep = (bits >> 8) >= 4194304u;
+        mask[i] = keep;
+        // multiplied, not selected, so that NaN and inf stay visible (as in the reference)
+        const float x = float(in[i]);
+        const float v = keep ? x * 1.3333334f : x * 0.0f;
+        out[i] = T(v);
+      }
     }
   }
 };
@@ -279,15 +369,19 @@ template <typename T>
 class Fused2 : public poplar::MultiVertex {
 public:
   poplar::Input<T> in0;
-  poplar::Output<poplar::Vector<T>> out0;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   void compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x0 = *in0;
     const T x1 = T(72.0f);
-    for (unsigned i = workerId; i < n; i += numWorkers()) {
-      const T v0 = T(float(x0) / float(x1));
-      out0[i] = v0;
+    constexpr unsigned K = tg::wordChunk<T>();
+    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
+      const unsigned end = c + K < n ? c + K : n;
+      for (unsigned i = c; i < end; ++i) {
+        const T v0 = T(float(x0) / float(x1));
+        out0[i] = v0;
+      }
     }
   }
 };
@@ -299,17 +393,21 @@ public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<T> in1;
   poplar::Input<poplar::Vector<T>> in2;
-  poplar::Output<poplar::Vector<T>> out0;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   void compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = *in1;
-    for (unsigned i = workerId; i < n; i += numWorkers()) {
-      const T x0 = in0[i];
-      const T x2 = in2[i];
-      const T v0 = T(float(x0) * float(x1));
-      const T v1 = T(float(x2) + float(v0));
-      out0[i] = v1;
+    constexpr unsigned K = tg::wordChunk<T>();
+    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
+      const unsigned end = c + K < n ? c + K : n;
+      for (unsigned i = c; i < end; ++i) {
+        const T x0 = in0[i];
+        const T x2 = in2[i];
+        const T v0 = T(float(x0) * float(x1));
+        const T v1 = T(float(x2) + float(v0));
+        out0[i] = v1;
+      }
     }
   }
 };
@@ -320,17 +418,21 @@ class Fused4 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in2;
-  poplar::Output<poplar::Vector<T>> out0;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   void compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = T(0.01f);
-    for (unsigned i = workerId; i < n; i += numWorkers()) {
-      const T x0 = in0[i];
-      const T x2 = in2[i];
-      const T v0 = T(float(x0) * float(x1));
-      const T v1 = T(float(x2) - float(v0));
-      out0[i] = v1;
+    constexpr unsigned K = tg::wordChunk<T>();
+    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
+      const unsigned end = c + K < n ? c + K : n;
+      for (unsigned i = c; i < end; ++i) {
+        const T x0 = in0[i];
+        const T x2 = in2[i];
+        const T v0 = T(float(x0) * float(x1));
+        const T v1 = T(float(x2) - float(v0));
+        out0[i] = v1;
+      }
     }
   }
 };

@@ -323,7 +323,7 @@ poplar::program::Sequence graph_stepBuild(Device &d) {
     poplar::VertexRef v = d.ipu[0].addVertex(cs3, "tg::Dropout0<float>", {{"seed", d.seed}, {"step", d.step}, {"out", f10.slice(b, e)}, {"in", f11.slice(b, e)}, {"mask", f12.slice(b, e)}});
     d.ipu[0].setInitialValue(v["begin"], unsigned(b));
     d.ipu[0].setTileMapping(v, tile);
-    setCycles(d.ipu[0], v, e - b, 12);
+    setCycles(d.ipu[0], v, e - b, 100);
     d.ipu[0].setTileMapping(f12.slice(b, e), tile);
   });
   prog.add(poplar::program::Execute(cs3));

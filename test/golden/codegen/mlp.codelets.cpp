@@ -4,6 +4,9 @@
 
 using namespace poplar;
 
+// Helpers shared by tilegraph's generated vertices: scalar maths with the reference
+// interpreter's semantics, and the work split of MultiVertex loops. The code generator copies
+// this file into every codelets.cpp (after <poplar/Vertex.hpp> and <cmath>).
 namespace tg {
 
 // Stores a float32 value in an int32 element as JavaScript's ToInt32 does (NaN and inf give 0,
@@ -100,6 +103,17 @@ inline unsigned clampIndex(int i, int max) { return unsigned(i < 0 ? 0 : i > max
 
 inline bool truthy(float x) { return x != 0.0f && x == x; }
 
+// Elements per worker chunk in a MultiVertex writing outputs of the given element types: enough
+// of the narrowest to fill a 32-bit word. Sub-word stores are read-modify-write of the whole
+// word, so two workers must never write parts of one word; with outputs aligned to 4 bytes and
+// chunks of whole words, they do not.
+constexpr unsigned wordChunkOf(unsigned bytes) { return bytes < 4u ? 4u / bytes : 1u; }
+constexpr unsigned maxOf(unsigned a, unsigned b) { return a > b ? a : b; }
+template <typename T> constexpr unsigned wordChunk() { return wordChunkOf(unsigned(sizeof(T))); }
+template <typename T, typename U, typename... Rest> constexpr unsigned wordChunk() {
+  return maxOf(wordChunk<T>(), wordChunk<U, Rest...>());
+}
+
 } // namespace tg
 
 namespace tg {
@@ -109,16 +123,20 @@ class Fused0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
-  poplar::Output<poplar::Vector<T>> out0;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   void compute(unsigned workerId) {
     const unsigned n = out0.size();
-    for (unsigned i = workerId; i < n; i += numWorkers()) {
-      const T x0 = in0[i];
-      const T x1 = in1[i];
-      const T v0 = T(float(x0) + float(x1));
-      const T v1 = T(tg::reluFloat(float(v0)));
-      out0[i] = v1;
+    constexpr unsigned K = tg::wordChunk<T>();
+    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
+      const unsigned end = c + K < n ? c + K : n;
+      for (unsigned i = c; i < end; ++i) {
+        const T x0 = in0[i];
+        const T x1 = in1[i];
+        const T v0 = T(float(x0) + float(x1));
+        const T v1 = T(tg::reluFloat(float(v0)));
+        out0[i] = v1;
+      }
     }
   }
 };
@@ -128,15 +146,19 @@ template <typename T>
 class Fused1 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
-  poplar::Output<poplar::Vector<T>> out0;
+  poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   void compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = T(3.0f);
-    for (unsigned i = workerId; i < n; i += numWorkers()) {
-      const T x0 = in0[i];
-      const T v0 = T(float(x0) / float(x1));
-      out0[i] = v0;
+    constexpr unsigned K = tg::wordChunk<T>();
+    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
+      const unsigned end = c + K < n ? c + K : n;
+      for (unsigned i = c; i < end; ++i) {
+        const T x0 = in0[i];
+        const T v0 = T(float(x0) / float(x1));
+        out0[i] = v0;
+      }
     }
   }
 };

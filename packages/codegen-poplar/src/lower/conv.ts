@@ -3,6 +3,7 @@ import { GraphEmitter, shapeLiteral } from '../context.js';
 import { deviceType } from '../types.js';
 import { emitElementwise } from './elementwise.js';
 import type { Lowering } from './index.js';
+import { checkPoplinTypes } from './preconditions.js';
 import { poplinOptions } from './matmul.js';
 
 /**
@@ -26,6 +27,7 @@ function lowerConv2d(op: Op, e: GraphEmitter): void {
     e.newResult(out, ipu);
     return;
   }
+  checkPoplinTypes(e, 'poplin::convolution', [x!.type.dtype, w!.type.dtype]);
   const p = e.local('p');
   e.emit(`poplin::ConvParams ${p}(${deviceType(dtype).poplar}, ${N}, {${H}, ${W}}, {${KH}, ${KW}}, ${Cg}, ${M / G}, ${G});`);
   e.emit(`${p}.inputTransform.paddingLower = {${pads[0]}, ${pads[1]}};`);

@@ -205,6 +205,34 @@ function castExpr(x: string, from: DType, to: DType, S: string): string {
 
 // ---- vertex generation ----
 
+/** Element types narrower than the IPU's 32-bit atomic store (T may be half). */
+function mayBeSubWord(type: string): boolean {
+  return type === 'T' || type === 'half' || type === 'bool';
+}
+
+/** A MultiVertex output vector; sub-word ones are aligned to whole 32-bit words. */
+export function outputVector(type: string): string {
+  return mayBeSubWord(type) ? `poplar::Vector<${type}, poplar::VectorLayout::SPAN, 4>` : `poplar::Vector<${type}>`;
+}
+
+/**
+ * The loop of a MultiVertex's compute(workerId) over `n` elements writing outputs of `types`:
+ * workers interleave element by element when every output element is a whole 32-bit word, else
+ * by chunks of whole words (tg::wordChunk), so that no two workers store into one word.
+ */
+export function workerLoop(types: readonly string[], n: string, body: readonly string[], i = 'i'): string[] {
+  if (!types.some(mayBeSubWord)) return [`for (unsigned ${i} = workerId; ${i} < ${n}; ${i} += numWorkers()) {`, ...body.map((l) => `  ${l}`), '}'];
+  return [
+    `constexpr unsigned K = tg::wordChunk<${[...new Set(types)].join(', ')}>();`,
+    `for (unsigned c = workerId * K; c < ${n}; c += numWorkers() * K) {`,
+    `  const unsigned end = c + K < ${n} ? c + K : ${n};`,
+    `  for (unsigned ${i} = c; ${i} < end; ++${i}) {`,
+    ...body.map((l) => `    ${l}`),
+    '  }',
+    '}',
+  ];
+}
+
 /** Emits one fused vertex class and the compute set running it over the outputs' tiles. */
 export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   const n = numElements(spec.shape);
@@ -246,8 +274,9 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     perElement.push(`const ${typeName(nd.dtype, tn)} v${k} = ${nodeExpr(nd, args, argTypes, tn)};`);
     nodeExprs.push(`v${k}`);
   });
+  const outTypes = spec.outputs.map((o) => typeName(spec.nodes[o.node]!.dtype, tn));
   spec.outputs.forEach((o, m) => {
-    fields.push(`  poplar::Output<poplar::Vector<${typeName(spec.nodes[o.node]!.dtype, tn)}>> out${m};`);
+    fields.push(`  poplar::Output<${outputVector(outTypes[m]!)}> out${m};`);
     perElement.push(`out${m}[i] = v${o.node};`);
   });
   const body = (name: string) =>
@@ -260,9 +289,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       '  void compute(unsigned workerId) {',
       '    const unsigned n = out0.size();',
       ...hoisted.map((l) => `    ${l}`),
-      '    for (unsigned i = workerId; i < n; i += numWorkers()) {',
-      ...perElement.map((l) => `      ${l}`),
-      '    }',
+      ...workerLoop(outTypes, 'n', perElement).map((l) => `    ${l}`),
       '  }',
       '};',
     ].join('\n');

@@ -2,6 +2,7 @@ import { Op, Value, broadcastShapes, isFloat, numElements } from '@tilegraph/ir'
 import { GraphEmitter, shapeLiteral } from '../context.js';
 import { deviceType } from '../types.js';
 import type { Lowering } from './index.js';
+import { checkPoplinTypes } from './preconditions.js';
 
 /**
  * matmul (numpy.matmul semantics) → poplin::matMul for 2-D products and poplin::matMulGrouped
@@ -59,6 +60,7 @@ function lowerMatmul(op: Op, e: GraphEmitter): void {
     lowerIntMatmul(op, e, A3, B3, m, k, n);
     return;
   }
+  checkPoplinTypes(e, batch.length > 0 ? 'poplin::matMulGrouped' : 'poplin::matMul', [av.type.dtype, bv.type.dtype, dtype]);
   const opts = poplinOptions(op, e);
   const type = deviceType(dtype).poplar;
   // the product and, while it runs, the operands rearranged for the plan and the partial sums

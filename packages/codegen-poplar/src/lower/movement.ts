@@ -1,12 +1,14 @@
-import { Attrs, Op, castScalar, normalizeAxis, numElements } from '@tilegraph/ir';
+import { Attrs, Op, Value, castScalar, normalizeAxis, numElements } from '@tilegraph/ir';
 import { GraphEmitter, shapeLiteral } from '../context.js';
 import { emitMap } from './elementwise.js';
 import type { Lowering } from './index.js';
+import { checkDynamicSlice, checkMultiSlice, checkMultiUpdateAdd } from './preconditions.js';
 
 /**
  * Data movement. Reshape-like ops, transpose, slice, expand, concat, split, pad and tile are
  * Tensor views (no code: Poplar copies data only where an op reads it); gather and scatter_add
- * use popops::multiSlice / multiUpdateAdd, dynamic slices popops::dynamicSlice / dynamicUpdate.
+ * use popops::multiSlice / multiUpdateAdd, dynamic slices popops::dynamicSlice / dynamicUpdate
+ * (their PopLibs preconditions checked first, see preconditions.ts).
  */
 
 /** Per axis: the first index read and the step (ONNX Slice: negative indices, clamping, negative steps). */
@@ -222,6 +224,7 @@ function lowerGather(op: Op, e: GraphEmitter): void {
     e.newResult(out, ipu);
     return;
   }
+  checkMultiSlice(e, x.type.dtype, shape, [n, 1], [axis], [1]);
   const offsets = indexOffsets(op, e, 1, shape[axis]!);
   const outer = shape.slice(0, axis);
   const inner = shape.slice(axis + 1);
@@ -235,8 +238,13 @@ function lowerGather(op: Op, e: GraphEmitter): void {
   e.define(out, `${sliced}.reshape(${shapeLiteral([n, ...outer, ...inner])}).dimShuffle({${perm.join(', ')}}).reshape(${shapeLiteral(out.type.shape)})`, ipu);
 }
 
+/**
+ * scatter_add → popops::multiUpdateAdd, which takes a 2-D base [numBaseElements, elemSize] and
+ * slices [n, 1, elemSize]: the result is viewed with the scatter axis first and the other axes
+ * flattened into rows, the updates likewise.
+ */
 function lowerScatterAdd(op: Op, e: GraphEmitter): void {
-  const [data, ind, upd] = op.operands as [import('@tilegraph/ir').Value, import('@tilegraph/ir').Value, import('@tilegraph/ir').Value];
+  const [data, ind, upd] = op.operands as [Value, Value, Value];
   const ipu = e.ipuOf(op);
   const g = e.g(ipu);
   const shape = data.type.shape;
@@ -247,16 +255,17 @@ function lowerScatterAdd(op: Op, e: GraphEmitter): void {
   if (numElements(shape) === 0) return;
   e.emit(`prog.add(poplar::program::Copy(${e.operand(op, 0)}, ${t}));`);
   if (n === 0 || numElements(upd.type.shape) === 0) return;
-  const offsets = indexOffsets(op, e, 1, shape[axis]!);
-  const outer = shape.slice(0, axis);
-  const inner = shape.slice(axis + 1);
-  const A = numElements(outer);
-  const B = numElements(inner);
-  // updates [outer..., n, inner...] → [n, outer..., 1, inner...]
-  const u = `${e.operand(op, 2)}.reshape({${A}, ${n}, ${B}}).dimShuffle({1, 0, 2}).reshape(${shapeLiteral([n, ...outer, 1, ...inner])})`;
+  const A = numElements(shape.slice(0, axis));
+  const B = numElements(shape.slice(axis + 1));
+  const D = shape[axis]!;
+  checkMultiUpdateAdd(e, dtype, [D, A * B], [n, 1, A * B], [n, 1], [0], [1], { dtype, shape: [] });
+  const offsets = indexOffsets(op, e, 1, D);
+  // data [outer, D, inner] -> [D, outer * inner]; updates [outer, n, inner] -> [n, 1, outer * inner]
+  const base = `${t}.reshape({${A}, ${D}, ${B}}).dimShuffle({1, 0, 2}).reshape({${D}, ${A * B}})`;
+  const u = `${e.operand(op, 2)}.reshape({${A}, ${n}, ${B}}).dimShuffle({1, 0, 2}).reshape({${n}, 1, ${A * B}})`;
   const scale = e.scalarConstant(dtype, 1, ipu);
   e.emit(
-    `popops::multiUpdateAdd(${g}, ${t}, ${u}, ${offsets}, ${scale}.reshape({}), {${axis}}, {1}, prog, popops::SlicePlan(), poplar::OptionFlags(), ${e.debugName('scatter_add')});`,
+    `popops::multiUpdateAdd(${g}, ${base}, ${u}, ${offsets}, ${scale}.reshape({}), {0}, {1}, prog, popops::SlicePlan(), poplar::OptionFlags(), ${e.debugName('scatter_add')});`,
   );
 }
 
@@ -279,6 +288,7 @@ function lowerDynamicSlice(op: Op, e: GraphEmitter): void {
     e.newResult(out, ipu);
     return;
   }
+  checkDynamicSlice(e, 'dynamicSlice', x.type.dtype, x.type.shape, { dtype: 'uint32', shape: [1] }, [axis], [size]);
   const off = dynamicOffset(op, e, 1, x.type.shape[axis]! - size);
   e.countResult(x.type.dtype, out.type.shape, ipu, e.valueLabel(out));
   e.define(out, `popops::dynamicSlice(${e.g(ipu)}, ${e.operand(op, 0)}, ${off}, {${axis}}, {${size}}, prog, ${e.debugName(e.valueLabel(out))})`, ipu);
@@ -294,6 +304,7 @@ function lowerDynamicUpdateSlice(op: Op, e: GraphEmitter): void {
   if (numElements(x.type.shape) === 0) return;
   e.emit(`prog.add(poplar::program::Copy(${e.operand(op, 0)}, ${t}));`);
   if (numElements(upd.type.shape) === 0) return;
+  checkDynamicSlice(e, 'dynamicUpdate', x.type.dtype, x.type.shape, { dtype: 'uint32', shape: [1] }, [axis], [size], upd.type.shape);
   const off = dynamicOffset(op, e, 2, x.type.shape[axis]! - size);
   e.emit(`popops::dynamicUpdate(${e.g(ipu)}, ${t}, ${e.operand(op, 1)}, ${off}, {${axis}}, {${size}}, prog, ${e.debugName('dynamic_update_slice')});`);
 }

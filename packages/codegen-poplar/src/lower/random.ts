@@ -1,14 +1,15 @@
-import { Op, numElements } from '@tilegraph/ir';
+import { Op, Value, dropoutScale, dropoutThreshold, numElements } from '@tilegraph/ir';
 import { GraphEmitter } from '../context.js';
-import { deviceType, float64Literal } from '../types.js';
+import { deviceType, elementLiteral } from '../types.js';
+import { outputVector, workerLoop } from './elementwise.js';
 import type { Lowering } from './index.js';
 
 /**
- * Random ops in generated vertices running the reference generator (xoshiro128** seeded through
- * splitmix32, tg::Rng in the codelets) with the reference's seeding: op seed ^ the replica's
- * mixed run seed (d.seed, written by the host), stream = the execution counter (d.step). Each
- * vertex produces one region of the result and first skips the draws of the elements before it,
- * so the values do not depend on the tile mapping.
+ * Random ops in generated vertices running the reference's counter-based generator
+ * (tg::counterBits in cpp/codelet_random.hpp): element i draws from (op seed ^ the replica's
+ * mixed run seed (d.seed, written by the host), the execution counter (d.step), i). Each vertex
+ * makes one region of the result from the region's first index on, so the values do not depend
+ * on the tile mapping and no vertex replays the draws of the elements before its own.
  */
 
 /** The seed and step tensors on an IPU (copied from IPU 0 once per graph). */
@@ -31,25 +32,32 @@ function opSeed(op: Op): string {
   return `${((op.attrs['seed'] as number) | 0) >>> 0}u`;
 }
 
-function randomVertex(name: string, fields: string[], skip: string, draw: string[]): string {
+/**
+ * A MultiVertex over one region: each worker takes chunks of whole 32-bit words of every output
+ * (half and bool outputs pack several elements per word), `draw` computes element i from `bits`.
+ */
+function randomVertex(name: string, seed: string, fields: string[], outTypes: string[], draw: string[]): string {
   return [
     'template <typename T>',
-    `class ${name} : public poplar::Vertex {`,
+    `class ${name} : public poplar::MultiVertex {`,
     'public:',
     '  poplar::Input<unsigned> seed;',
     '  poplar::Input<unsigned> step;',
     ...fields,
     '  unsigned begin;',
     '',
-    '  void compute() {',
-    '    tg::Rng rng(SEED ^ *seed, *step);',
-    `    for (unsigned i = 0; i < begin; ++i) ${skip};`,
-    '    for (unsigned i = 0; i < out.size(); ++i) {',
-    ...draw.map((l) => `      ${l}`),
-    '    }',
+    '  void compute(unsigned workerId) {',
+    `    const unsigned key = ${seed} ^ *seed;`,
+    '    const unsigned stream = *step;',
+    '    const unsigned n = out.size();',
+    ...workerLoop(outTypes, 'n', ['const unsigned bits = tg::counterBits(key, stream, begin + i);', ...draw]).map((l) => `    ${l}`),
     '  }',
     '};',
   ].join('\n');
+}
+
+function outputField(type: string, name: string): string {
+  return `  poplar::Output<${outputVector(type)}> ${name};`;
 }
 
 /** Emits one vertex per region of `out`, connecting `extra` fields sliced like it. */
@@ -75,7 +83,7 @@ function emitRandom(op: Op, e: GraphEmitter, vertex: string, out: string, extra:
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {${conn.join(', ')}});`);
   e.emit(`  ${g}.setInitialValue(v["begin"], unsigned(b));`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
-  e.emit(`  setCycles(${g}, v, e - b, 12);`);
+  e.emit(`  setCycles(${g}, v, e - b, 100);`);
   extra.forEach((x, i) => {
     if (x.mapHere) e.emit(`  ${g}.setTileMapping(${flat[i]!}.slice(b, e), tile);`);
   });
@@ -83,9 +91,11 @@ function emitRandom(op: Op, e: GraphEmitter, vertex: string, out: string, extra:
   e.emit(`prog.add(poplar::program::Execute(${cs}));`);
 }
 
+const f32 = (v: number) => elementLiteral('float32', Math.fround(v));
+
 function lowerDropout(op: Op, e: GraphEmitter): void {
   const x = op.operands[0]!;
-  const [y, mask] = op.results as [import('@tilegraph/ir').Value, import('@tilegraph/ir').Value];
+  const [y, mask] = op.results as [Value, Value];
   const ratio = op.attrs['ratio'] as number;
   const ipu = e.ipuOf(op);
   if (!(op.attrs['training'] as boolean) || ratio === 0) {
@@ -95,22 +105,27 @@ function lowerDropout(op: Op, e: GraphEmitter): void {
     e.define(mask, `broadcastTo(${one}, {${mask.type.shape.join(', ')}})`, ipu);
     return;
   }
-  const scale = ratio === 1 ? 0 : 1 / (1 - ratio);
-  const key = `${opSeed(op)},${ratio}`;
+  // kept when the top 24 bits of the draw are at least ratio * 2^24 (the reference's uniform >= ratio)
+  const threshold = dropoutThreshold(ratio);
+  const scale = f32(dropoutScale(ratio));
   const cls = e.mc.codelets.add(
     'Dropout',
-    key,
+    `${opSeed(op)},${threshold},${scale}`,
     (name) =>
       randomVertex(
         name,
-        ['  poplar::Input<poplar::Vector<T>> in;', '  poplar::Output<poplar::Vector<T>> out;', '  poplar::Output<poplar::Vector<bool>> mask;'],
-        'rng.nextU32()',
+        opSeed(op),
+        ['  poplar::Input<poplar::Vector<T>> in;', outputField('T', 'out'), outputField('bool', 'mask')],
+        ['T', 'bool'],
         [
-          `const double keep = rng.uniform() >= ${float64Literal(ratio)} ? 1.0 : 0.0;`,
-          'mask[i] = keep != 0;',
-          `out[i] = T(float(double(float(in[i])) * keep * ${float64Literal(scale)}));`,
+          `const bool keep = (bits >> 8) >= ${threshold}u;`,
+          'mask[i] = keep;',
+          '// multiplied, not selected, so that NaN and inf stay visible (as in the reference)',
+          'const float x = float(in[i]);',
+          `const float v = keep ? x * ${scale} : x * 0.0f;`,
+          'out[i] = T(v);',
         ],
-      ).replace('SEED', opSeed(op)),
+      ),
     ['float', 'half'],
   );
   const vertex = e.mc.codelets.vertexName(cls, deviceType(y.type.dtype).device);
@@ -129,15 +144,16 @@ function lowerRandom(kind: 'normal' | 'uniform'): Lowering {
     const out = op.result;
     const ipu = e.ipuOf(op);
     const a = op.attrs;
+    // low + (high - low) u and mean + std z, in float32 as the reference computes them
     const draw =
       kind === 'uniform'
-        ? `out[i] = T(float(${float64Literal(a['low'] as number)} + ${float64Literal((a['high'] as number) - (a['low'] as number))} * rng.uniform()));`
-        : `out[i] = T(float(${float64Literal(a['mean'] as number)} + ${float64Literal(a['std'] as number)} * rng.normal()));`;
+        ? ['const float u = tg::uniformFromBits(bits);', `const float spread = ${f32((a['high'] as number) - (a['low'] as number))} * u;`, `const float v = ${f32(a['low'] as number)} + spread;`]
+        : ['const float z = tg::normalFromBits(bits);', `const float spread = ${f32(a['std'] as number)} * z;`, `const float v = ${f32(a['mean'] as number)} + spread;`];
+    draw.push('out[i] = T(v);');
     const cls = e.mc.codelets.add(
       kind === 'uniform' ? 'RandomUniform' : 'RandomNormal',
-      `${opSeed(op)},${draw}`,
-      (name) =>
-        randomVertex(name, ['  poplar::Output<poplar::Vector<T>> out;'], kind === 'uniform' ? 'rng.nextU32()' : 'rng.skipNormal()', [draw]).replace('SEED', opSeed(op)),
+      `${opSeed(op)},${draw.join(' ')}`,
+      (name) => randomVertex(name, opSeed(op), [outputField('T', 'out')], ['T'], draw),
       ['float', 'half'],
     );
     const vertex = e.mc.codelets.vertexName(cls, deviceType(out.type.dtype).device);

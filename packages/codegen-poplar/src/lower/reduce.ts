@@ -1,18 +1,19 @@
 import { DType, Op, Value, isFloat, normalizeAxis, numElements } from '@tilegraph/ir';
 import { GraphEmitter, shapeLiteral } from '../context.js';
 import { deviceType, elementLiteral } from '../types.js';
-import { EwNode, emitElementwise, emitMap } from './elementwise.js';
+import { EwNode, emitElementwise } from './elementwise.js';
+import { ReduceOperation, checkReduce, fillValueType, precondition } from './preconditions.js';
 import type { Lowering } from './index.js';
 
 /**
- * Reductions → popops::reduce (ADD, MUL, MAX, MIN over the reduced dims); a mean divides the
- * sum in a fused vertex. bool max/min (any/all) reduce an int32 copy. argmax runs in a generated
- * vertex over rows (the reduced axis moved last).
+ * Reductions → popops::reduce over the reduced dims, in the types PopLibs has reduction vertices
+ * for: ADD and MUL of float, half and int; MAX and MIN of those and unsigned; LOGICAL_OR / AND of
+ * bool (bool max / min are any / all). Unsigned sums and products reduce the same bits as int
+ * (both wrap modulo 2^32). A mean divides the float32 sum in a fused vertex. argmax runs in a
+ * generated vertex over rows (the reduced axis moved last).
  */
 
-type ReduceOp = 'ADD' | 'MUL' | 'MAX' | 'MIN';
-
-const REDUCE_OP: Record<string, ReduceOp> = {
+const REDUCE_OP: Record<string, ReduceOperation> = {
   reduce_sum: 'ADD',
   reduce_mean: 'ADD',
   reduce_prod: 'MUL',
@@ -42,6 +43,18 @@ export function resolveAxes(axes: readonly number[], rank: number): number[] {
   return [...new Set(axes.map((a) => normalizeAxis(a, rank)))].sort((a, b) => a - b);
 }
 
+/** Defines `out` as `value` everywhere: popops::fill, or a broadcast constant for bool (which fill has no instance for). */
+function emitConstantResult(e: GraphEmitter, out: Value, value: number, ipu: number): void {
+  const dtype = out.type.dtype;
+  if (dtype === 'bool') {
+    const c = e.scalarConstant('bool', value, ipu);
+    e.define(out, `broadcastTo(${c}, ${shapeLiteral(out.type.shape)})`, ipu);
+    return;
+  }
+  const t = e.newResult(out, ipu);
+  e.emit(`popops::fill<${fillValueType(e, dtype)}>(${e.g(ipu)}, ${t}, prog, ${elementLiteral(dtype, value)}, ${e.debugName('empty_reduction')});`);
+}
+
 /**
  * Emits `kind` of `x` over `axes` and defines `out` (of shape out.type.shape, whatever keepdims
  * was). Shared by reduce_* and identity_loss.
@@ -52,13 +65,13 @@ export function emitReduction(e: GraphEmitter, kind: string, x: Value, axes: num
   const inShape = x.type.shape;
   const outShape = out.type.shape;
   const count = axes.reduce((n, a) => n * inShape[a]!, 1);
+  if (kind === 'reduce_mean' && !isFloat(dtype)) precondition(e, `a mean of ${dtype} values (the mean is defined for float and half)`);
   if (numElements(outShape) === 0) {
     e.newResult(out, ipu);
     return;
   }
   if (count === 0) {
-    const t = e.newResult(out, ipu);
-    e.emit(`popops::fill(${g}, ${t}, prog, ${elementLiteral(dtype, identityOf(kind, dtype))}, ${e.debugName('empty_reduction')});`);
+    emitConstantResult(e, out, identityOf(kind, dtype), ipu);
     return;
   }
   const xin = e.tensor(x, ipu);
@@ -68,26 +81,26 @@ export function emitReduction(e: GraphEmitter, kind: string, x: Value, axes: num
   }
   const dims = `{${axes.join(', ')}}`;
   const name = e.debugName(e.valueLabel(out));
-  const op = REDUCE_OP[kind]!;
+  let op = REDUCE_OP[kind]!;
   if (dtype === 'bool') {
-    // any / all over an int32 copy
-    const asInt = e.newTensor('int32', inShape, ipu, 'bool_as_int');
-    emitMap(e, 'cast', 'int32', inShape, ipu, [{ dtype: 'bool', shape: inShape, tensor: () => xin }], asInt, 'bool_as_int');
-    const r = e.local('r');
-    e.countResult('int32', outShape, ipu, 'reduce');
-    e.emit(`poplar::Tensor ${r} = popops::reduce(${g}, ${asInt}, poplar::INT, ${dims}, popops::ReduceParams(popops::Operation::${op}), prog, ${name}).reshape(${shapeLiteral(outShape)});`);
-    const t = e.newResult(out, ipu);
-    emitMap(e, 'cast', 'bool', outShape, ipu, [{ dtype: 'int32', shape: outShape, tensor: () => r }], t, 'int_as_bool');
-    return;
+    if (op !== 'MAX' && op !== 'MIN') precondition(e, `a ${kind} of bool values (cast to a numeric type first)`);
+    op = op === 'MAX' ? 'LOGICAL_OR' : 'LOGICAL_AND';
   }
   if (kind !== 'reduce_mean') {
+    // unsigned sums and products: the same bits reduced as int (PopLibs has no unsigned ADD or MUL)
+    const asInt = dtype === 'uint32' && (op === 'ADD' || op === 'MUL');
+    const reduceType: DType = asInt ? 'int32' : dtype;
+    checkReduce(e, op, reduceType, reduceType);
+    const input = asInt ? `${xin}.reinterpret(poplar::INT)` : xin;
+    const back = asInt ? '.reinterpret(poplar::UNSIGNED_INT)' : '';
     e.countResult(dtype, outShape, ipu, e.valueLabel(out));
-    e.define(out, `popops::reduce(${g}, ${xin}, ${deviceType(dtype).poplar}, ${dims}, popops::ReduceParams(popops::Operation::${op}), prog, ${name}).reshape(${shapeLiteral(outShape)})`, ipu);
+    e.define(out, `popops::reduce(${g}, ${input}, ${deviceType(reduceType).poplar}, ${dims}, popops::ReduceParams(popops::Operation::${op}), prog, ${name}).reshape(${shapeLiteral(outShape)})${back}`, ipu);
     return;
   }
   // mean: the sum in float32, divided by the count, stored in the result's dtype
   const sum = e.local('r');
-  const sumType: DType = isFloat(dtype) ? 'float32' : dtype;
+  const sumType: DType = 'float32';
+  checkReduce(e, 'ADD', dtype, sumType);
   e.countResult(sumType, outShape, ipu, 'sum');
   e.emit(`poplar::Tensor ${sum} = popops::reduce(${g}, ${xin}, ${deviceType(sumType).poplar}, ${dims}, popops::ReduceParams(popops::Operation::ADD), prog, ${name}).reshape(${shapeLiteral(outShape)});`);
   const t = e.newResult(out, ipu);

@@ -2,14 +2,15 @@ import { Attrs } from '../attributes.js';
 import { DType, dtypeShortName, isFloat } from '../dtype.js';
 import { storeConverter } from '../kernels/elementwise.js';
 import { KernelContext, OpDef, defineOp } from '../opdef.js';
-import { Rng } from '../random.js';
+import { counterBits, dropoutScale, normalFromBits, uniformFromBits } from '../random.js';
 import { ShapeError, TensorType, formatShape, numElements } from '../shape.js';
 import { Tensor, allocData } from '../tensor.js';
 
 /**
- * Ops drawing random numbers. Their values depend only on the op's `seed` attribute, the run's
- * seed and the step counter, so the reference and the device (which runs the same generator)
- * agree, and dropout masks change from step to step.
+ * Ops drawing random numbers. Element i depends only on the op's `seed` attribute, the run's
+ * seed, the step counter and i (a counter-based generator, see counterBits), so the reference and
+ * the device agree however the elements are spread over tiles, and dropout masks change from step
+ * to step. Values are computed in float32, as on the device, then rounded to the result type.
  */
 
 /** Scrambles the run seed (murmur3 finaliser) so that it and the op seed do not cancel trivially. */
@@ -20,9 +21,9 @@ export function mixSeed(seed: number): number {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
-/** The generator a random op with seed attribute `seed` uses in this run and step. */
-export function opRng(seed: number, ctx: KernelContext): Rng {
-  return new Rng((seed ^ mixSeed(ctx.seed)) >>> 0, ctx.step);
+/** The draw of element `index` of a random op with seed attribute `seed`, in this run and step. */
+export function opBits(seed: number, ctx: KernelContext, index: number): number {
+  return counterBits((seed ^ mixSeed(ctx.seed)) >>> 0, ctx.step >>> 0, index);
 }
 
 function checkFloat(t: DType, what: string): void {
@@ -56,17 +57,16 @@ export const dropout = defineOp({
       mask.fill(1);
       return [x!, new Tensor('bool', x!.shape, mask)];
     }
-    const rng = opRng(attrs['seed'] as number, ctx);
-    // ratio 1 drops everything (torch); the scale is then irrelevant but must not be infinite
-    const scale = ratio === 1 ? 0 : 1 / (1 - ratio);
+    const seed = attrs['seed'] as number;
+    const scale = dropoutScale(ratio);
     const out = allocData(x!.dtype, n);
     const conv = storeConverter(x!.dtype);
     const src = x!.data;
     for (let i = 0; i < n; i++) {
-      const keep = rng.uniform() >= ratio ? 1 : 0;
+      const keep = uniformFromBits(opBits(seed, ctx, i)) >= ratio ? 1 : 0;
       mask[i] = keep;
       // multiply rather than select so that NaN and inf stay visible, as torch does
-      const v = src[i]! * keep * scale;
+      const v = keep ? Math.fround(src[i]! * scale) : src[i]! * 0;
       out[i] = conv ? conv(v) : v;
     }
     return [new Tensor(x!.dtype, x!.shape, out), new Tensor('bool', x!.shape, mask)];
@@ -92,14 +92,14 @@ function declared(attrs: Attrs): TensorType {
   return { dtype, shape: [...shape] };
 }
 
-function randomTensor(attrs: Attrs, ctx: KernelContext, draw: (rng: Rng) => number): Tensor {
+function randomTensor(attrs: Attrs, ctx: KernelContext, draw: (bits: number) => number): Tensor {
   const t = declared(attrs);
-  const rng = opRng(attrs['seed'] as number, ctx);
+  const seed = attrs['seed'] as number;
   const n = numElements(t.shape);
   const out = allocData(t.dtype, n);
   const conv = storeConverter(t.dtype);
   for (let i = 0; i < n; i++) {
-    const v = draw(rng);
+    const v = draw(opBits(seed, ctx, i));
     out[i] = conv ? conv(v) : v;
   }
   return new Tensor(t.dtype, t.shape, out);
@@ -124,9 +124,9 @@ export const randomNormal = defineOp({
     return [declared(attrs)];
   },
   kernel: (_in, attrs, ctx) => {
-    const mean = attrs['mean'] as number;
-    const std = attrs['std'] as number;
-    return [randomTensor(attrs, ctx, (rng) => mean + std * rng.normal())];
+    const mean = Math.fround(attrs['mean'] as number);
+    const std = Math.fround(attrs['std'] as number);
+    return [randomTensor(attrs, ctx, (bits) => Math.fround(mean + Math.fround(std * normalFromBits(bits))))];
   },
   grad: 'none',
 });
@@ -152,8 +152,8 @@ export const randomUniform = defineOp({
   },
   kernel: (_in, attrs, ctx) => {
     const low = attrs['low'] as number;
-    const high = attrs['high'] as number;
-    return [randomTensor(attrs, ctx, (rng) => low + (high - low) * rng.uniform())];
+    const range = Math.fround((attrs['high'] as number) - low);
+    return [randomTensor(attrs, ctx, (bits) => Math.fround(Math.fround(low) + Math.fround(range * uniformFromBits(bits))))];
   },
   grad: 'none',
 });

@@ -1,0 +1,111 @@
+// Helpers shared by tilegraph's generated vertices: scalar maths with the reference
+// interpreter's semantics, and the work split of MultiVertex loops. The code generator copies
+// this file into every codelets.cpp (after <poplar/Vertex.hpp> and <cmath>).
+namespace tg {
+
+// Stores a float32 value in an int32 element as JavaScript's ToInt32 does (NaN and inf give 0,
+// others truncate and wrap modulo 2^32), so casts agree with the reference interpreter. Exact in
+// float32: a value of magnitude 2^31 or more is a whole multiple of 2^8, and so is its remainder.
+inline int toInt32(float x) {
+  if (!(x == x) || x == INFINITY || x == -INFINITY) return 0;
+  if (x > -2147483648.0f && x < 2147483648.0f) return int(x);
+  float m = std::fmod(x, 4294967296.0f);
+  if (m < 0.0f) m += 4294967296.0f;
+  return int(unsigned(m));
+}
+
+inline unsigned toUint32(float x) { return unsigned(toInt32(x)); }
+
+// The sign bit of a float: true for -0 as for negative values.
+inline bool signBit(float x) {
+  union {
+    float f;
+    unsigned u;
+  } v;
+  v.f = x;
+  return (v.u >> 31) != 0;
+}
+
+// Integer division truncating toward zero; division by zero gives 0 and INT_MIN / -1 wraps.
+inline int divInt(int a, int b) {
+  if (b == 0) return 0;
+  if (b == -1) return int(0u - unsigned(a));
+  return a / b;
+}
+
+inline unsigned divUint(unsigned a, unsigned b) { return b == 0 ? 0u : a / b; }
+
+inline int powInt(int a, int b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 == 0 ? 1 : -1) : 0;
+  unsigned r = 1;
+  for (int i = 0; i < b; ++i) r *= unsigned(a);
+  return int(r);
+}
+
+inline unsigned powUint(unsigned a, unsigned b) {
+  unsigned r = 1;
+  for (unsigned i = 0; i < b; ++i) r *= a;
+  return r;
+}
+
+// Math.pow: a NaN exponent gives NaN, and so does (+-1) ** (+-inf).
+inline float powFloat(float a, float b) {
+  if (b != b) return NAN;
+  if ((b == INFINITY || b == -INFINITY) && (a == 1.0f || a == -1.0f)) return NAN;
+  return std::pow(a, b);
+}
+
+// Maximum and minimum propagating NaN; +0 is larger than -0.
+inline float maxFloat(float a, float b) {
+  if (a != a || b != b) return NAN;
+  if (a > b) return a;
+  if (b > a) return b;
+  return signBit(a) ? b : a;
+}
+
+inline float minFloat(float a, float b) {
+  if (a != a || b != b) return NAN;
+  if (a < b) return a;
+  if (b < a) return b;
+  return signBit(a) ? a : b;
+}
+
+inline float sigmoidFloat(float x) {
+  if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
+  float e = std::exp(x);
+  return e / (1.0f + e);
+}
+
+inline float reluFloat(float x) { return x > 0 ? x : (x != x ? x : 0.0f); }
+
+inline float signFloat(float x) { return x != x ? x : x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; }
+
+inline float geluErf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+
+inline float geluTanh(float x) {
+  return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+
+// A gather index: negative indices count from the end; out-of-range ones read row 0.
+inline unsigned wrapIndex(int i, unsigned dim) {
+  long long j = i < 0 ? (long long)i + (long long)dim : (long long)i;
+  return j < 0 || j >= (long long)dim ? 0u : unsigned(j);
+}
+
+// A dynamic slice start clamped to [0, max].
+inline unsigned clampIndex(int i, int max) { return unsigned(i < 0 ? 0 : i > max ? max : i); }
+
+inline bool truthy(float x) { return x != 0.0f && x == x; }
+
+// Elements per worker chunk in a MultiVertex writing outputs of the given element types: enough
+// of the narrowest to fill a 32-bit word. Sub-word stores are read-modify-write of the whole
+// word, so two workers must never write parts of one word; with outputs aligned to 4 bytes and
+// chunks of whole words, they do not.
+constexpr unsigned wordChunkOf(unsigned bytes) { return bytes < 4u ? 4u / bytes : 1u; }
+constexpr unsigned maxOf(unsigned a, unsigned b) { return a > b ? a : b; }
+template <typename T> constexpr unsigned wordChunk() { return wordChunkOf(unsigned(sizeof(T))); }
+template <typename T, typename U, typename... Rest> constexpr unsigned wordChunk() {
+  return maxOf(wordChunk<T>(), wordChunk<U, Rest...>());
+}
+
+} // namespace tg

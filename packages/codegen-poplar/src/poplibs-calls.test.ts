@@ -1,0 +1,176 @@
+import { DiagnosticError, GraphBuilder, Module, Op, Value, execute, fileLoc, formatLocation, repeat, seq, streamIn } from '@tilegraph/ir';
+import type { GraphEmitter } from './context.js';
+import { generatePoplar } from './generate.js';
+import { checkDynamicSlice, checkMultiSlice, checkMultiUpdateAdd, checkPoplinTypes, checkReduce, fillValueType } from './lower/preconditions.js';
+
+/**
+ * PopLibs calls the generator emits stay within what the libraries provide (PopLibs' vertex
+ * types and template instances, its documented shapes), and a call outside them is a diagnostic
+ * naming the op and its source line. test/poplar-api-check.test.ts compiles the results against
+ * the real headers; these pin the generator's choices without that kit.
+ */
+
+function moduleOf(b: GraphBuilder): Module {
+  const inputs = b.graph.inputs().map((op) => op.attrs['name'] as string);
+  return { name: 'm', graphs: new Map([['g', b.graph]]), program: repeat(1, seq(streamIn(inputs), execute('g'))), replicationFactor: 1, variables: new Map() };
+}
+
+function generated(build: (b: GraphBuilder) => void): { host: string; codelets: string } {
+  const b = new GraphBuilder('g');
+  build(b);
+  const { files } = generatePoplar(moduleOf(b));
+  return { host: files['host.cpp'], codelets: files['codelets.cpp'] };
+}
+
+/** A stand-in emitter lowering `op` (the checks only read the op being lowered). */
+function loweringOf(op: Op): GraphEmitter {
+  return { current: op } as unknown as GraphEmitter;
+}
+
+function diagnosticOf(f: () => void): string {
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(DiagnosticError);
+    const d = (e as DiagnosticError).diagnostics[0]!;
+    return `${d.loc ? `${formatLocation(d.loc)}: ` : ''}${d.message}`;
+  }
+  throw new Error('no diagnostic');
+}
+
+describe('reductions use the reductions PopLibs has', () => {
+  test('unsigned sums and products reduce the same bits as int; max and min stay unsigned', () => {
+    const { host } = generated((b) => {
+      const x = b.input('x', 'uint32', [4, 5]);
+      b.output('sum', b.op('reduce_sum', [x], { axes: [1] }));
+      b.output('prod', b.op('reduce_prod', [x], { axes: [0] }));
+      b.output('max', b.op('reduce_max', [x], { axes: [0] }));
+    });
+    const reduces = host.split('\n').filter((l) => l.includes('popops::reduce('));
+    expect(reduces).toHaveLength(3);
+    for (const op of ['ADD', 'MUL']) {
+      const l = reduces.find((r) => r.includes(`Operation::${op}`))!;
+      expect(l).toContain('.reinterpret(poplar::INT), poplar::INT,');
+      expect(l).toContain('.reinterpret(poplar::UNSIGNED_INT)');
+    }
+    expect(reduces.find((r) => r.includes('Operation::MAX'))).toContain('poplar::UNSIGNED_INT, {0}');
+  });
+
+  test('bool max and min are LOGICAL_OR and LOGICAL_AND; over no elements, constants (fill has no bool instance)', () => {
+    const { host } = generated((b) => {
+      const x = b.input('x', 'bool', [3, 4]);
+      b.output('any', b.op('reduce_max', [x], { axes: [1] }));
+      b.output('all', b.op('reduce_min', [x], { axes: [0] }));
+      const none = b.op('slice', [x], { starts: [0], ends: [0], axes: [1] });
+      b.output('empty_any', b.op('reduce_max', [none], { axes: [1] }));
+      b.output('empty_all', b.op('reduce_min', [none], { axes: [1] }));
+    });
+    expect(host).toContain('Operation::LOGICAL_OR');
+    expect(host).toContain('Operation::LOGICAL_AND');
+    expect(host).not.toMatch(/popops::fill(<bool>)?\(/);
+    expect(host).toMatch(/addConstant<bool>\(poplar::BOOL, \{1\}, false/);
+    expect(host).toMatch(/addConstant<bool>\(poplar::BOOL, \{1\}, true/);
+  });
+
+  test('other empty reductions fill with an instantiated value type', () => {
+    const { host } = generated((b) => {
+      const none = (dtype: 'int32' | 'uint32' | 'float16') => b.op('slice', [b.input(`x_${dtype}`, dtype, [2, 3])], { starts: [0], ends: [0], axes: [1] });
+      b.output('i', b.op('reduce_min', [none('int32')], { axes: [1] }));
+      b.output('u', b.op('reduce_max', [none('uint32')], { axes: [1] }));
+      b.output('h', b.op('reduce_prod', [none('float16')], { axes: [1] }));
+    });
+    const fills = host.split('\n').filter((l) => l.includes('popops::fill'));
+    expect(fills.map((l) => /popops::fill<(\w+(?: \w+)?)>/.exec(l)?.[1]).sort()).toEqual(['float', 'int', 'unsigned']);
+  });
+});
+
+test('scatter_add on rank-3 data calls multiUpdateAdd with a 2-D base, scatter axis first', () => {
+  const { host } = generated((b) => {
+    const data = b.input('data', 'float32', [2, 5, 3]);
+    const idx = b.input('idx', 'int32', [4]);
+    const upd = b.input('upd', 'float32', [2, 4, 3]);
+    b.output('y', b.op('scatter_add', [data, idx, upd], { axis: 1 }));
+  });
+  const call = host.split('\n').find((l) => l.includes('popops::multiUpdateAdd('))!;
+  expect(call).toContain('.reshape({2, 5, 3}).dimShuffle({1, 0, 2}).reshape({5, 6})');
+  expect(call).toContain('.reshape({2, 4, 3}).dimShuffle({1, 0, 2}).reshape({4, 1, 6})');
+  expect(call).toContain('{0}, {1}, prog');
+});
+
+describe('MultiVertex codelets never let two workers write one 32-bit word', () => {
+  test('half and bool outputs are word-aligned and handed out in whole words', () => {
+    const { codelets } = generated((b) => {
+      const h = b.input('h', 'float16', [37]);
+      b.output('half', b.op('exp', [h]));
+      b.output('bool', b.op('greater', [h, b.scalar('float16', 0)]));
+      b.output('pool', b.op('maxpool2d', [b.input('img', 'float16', [1, 1, 5, 5])], { kernel: [2, 2] }));
+    });
+    // no loop over elements in steps of numWorkers() in a vertex with a sub-word output
+    const vertices = codelets.split(/\n(?=template <typename T>\nclass |class )/).filter((c) => c.includes('MultiVertex'));
+    expect(vertices.length).toBeGreaterThanOrEqual(3);
+    for (const v of vertices) {
+      if (!/Output<poplar::Vector<(T|half|bool)\b/.test(v)) continue;
+      expect(v).not.toMatch(/\+= numWorkers\(\)\)/);
+      expect(v).toMatch(/constexpr unsigned K = tg::wordChunk</);
+      expect(v).toMatch(/Output<poplar::Vector<(T|half|bool), poplar::VectorLayout::SPAN, 4>>/);
+    }
+  });
+
+  test('vertices with only 32-bit outputs keep the element-interleaved loop; float templates take chunks of one', () => {
+    const { codelets } = generated((b) => {
+      b.output('i', b.op('add', [b.input('x', 'int32', [10]), b.scalar('int32', 1)]));
+      b.output('f', b.op('exp', [b.input('y', 'float32', [10])]));
+    });
+    expect(codelets).toContain('for (unsigned i = workerId; i < n; i += numWorkers())');
+    // the template is shared with half, and wordChunk<float>() is 1
+    expect(codelets).toContain('constexpr unsigned K = tg::wordChunk<T>();');
+  });
+});
+
+test('random vertices draw each element from its index, in float32 only', () => {
+  const { codelets } = generated((b) => {
+    b.output('u', b.op('random_uniform', [], { dtype: 'float16', shape: [100], seed: 3 }));
+    b.output('n', b.op('random_normal', [], { dtype: 'float32', shape: [100], seed: 4 }));
+    const [y] = b.ops('dropout', [b.input('x', 'float32', [100])], { ratio: 0.25, seed: 5 });
+    b.output('d', y!);
+  });
+  expect(codelets).toContain('tg::counterBits(key, stream, begin + i)');
+  expect(codelets).not.toMatch(/\bdouble\b/);
+  expect(codelets).not.toMatch(/skip|for \(unsigned i = 0; i < begin/);
+  // kept when the top 24 bits reach 0.25 * 2^24
+  expect(codelets).toContain('(bits >> 8) >= 4194304u');
+});
+
+describe("PopLibs' preconditions are diagnostics at the op's source line", () => {
+  const b = new GraphBuilder('g');
+  b.loc = fileLoc('model.tg', 12, 7);
+  const x: Value = b.input('x', 'float32', [2, 5, 3]);
+  const op = b.op('scatter_add', [x, b.input('i', 'int32', [4]), b.input('u', 'float32', [2, 4, 3])], { axis: 1 }).producer;
+  const e = loweringOf(op);
+
+  test.each([
+    ['multiUpdateAdd on rank-3 data', () => checkMultiUpdateAdd(e, 'float32', [2, 5, 3], [4, 1, 3], [4, 1], [1], [1], { dtype: 'float32', shape: [] }), 'needs a 2-D base tensor [numBaseElements, elemSize], got [2,5,3]'],
+    ['multiUpdateAdd of bool data', () => checkMultiUpdateAdd(e, 'bool', [5, 6], [4, 1, 6], [4, 1], [0], [1], { dtype: 'bool', shape: [] }), 'popops::multiUpdateAdd has no vertices for bool data'],
+    ['multiUpdateAdd with a float scale for int data', () => checkMultiUpdateAdd(e, 'int32', [5, 6], [4, 1, 6], [4, 1], [0], [1], { dtype: 'float32', shape: [] }), 'a float32 scale for int32 data'],
+    ['unsigned ADD reduction', () => checkReduce(e, 'ADD', 'uint32', 'uint32'), 'popops::reduce has no ADD reduction of uint32 to uint32'],
+    ['bool MAX reduction', () => checkReduce(e, 'MAX', 'bool', 'bool'), 'popops::reduce has no MAX reduction of bool to bool'],
+    ['fill of a bool tensor', () => fillValueType(e, 'bool'), 'popops::fill has no instance for a bool tensor'],
+    ['dynamicSlice larger than the tensor', () => checkDynamicSlice(e, 'dynamicSlice', 'float32', [4, 3], { dtype: 'uint32', shape: [1] }, [0], [5]), 'a slice of 5 along dimension 0 is bigger than the tensor [4,3]'],
+    ['dynamicSlice with an int offset', () => checkDynamicSlice(e, 'dynamicSlice', 'float32', [4, 3], { dtype: 'int32', shape: [1] }, [0], [2]), 'the offset must be unsigned int'],
+    ['dynamicUpdate of the wrong shape', () => checkDynamicSlice(e, 'dynamicUpdate', 'float32', [4, 3], { dtype: 'uint32', shape: [1] }, [0], [2], [2, 2]), 'the update [2,2] must have the tensor'],
+    ['multiSlice with 2-D offsets per index', () => checkMultiSlice(e, 'float32', [4, 3], [4, 2], [0], [1]), 'offsets [4,2] must be [numOffsets, 1]'],
+    ['an int matmul in poplin', () => checkPoplinTypes(e, 'poplin::matMul', ['int32']), 'poplin::matMul takes float or half operands, not int32'],
+  ] as const)('%s', (_, f, message) => {
+    const d = diagnosticOf(f);
+    expect(d.startsWith('model.tg:12:7: scatter_add: ')).toBe(true);
+    expect(d).toContain(message);
+  });
+
+  test('calls within the preconditions pass', () => {
+    expect(() => checkMultiUpdateAdd(e, 'float16', [5, 6], [4, 1, 6], [4, 1], [0], [1], { dtype: 'float32', shape: [] })).not.toThrow();
+    expect(() => checkReduce(e, 'ADD', 'float16', 'float32')).not.toThrow();
+    expect(() => checkReduce(e, 'MIN', 'uint32', 'uint32')).not.toThrow();
+    expect(() => checkDynamicSlice(e, 'dynamicUpdate', 'bool', [4, 3], { dtype: 'uint32', shape: [1] }, [1], [2], [4, 2])).not.toThrow();
+    expect(fillValueType(e, 'float16')).toBe('float');
+  });
+});
