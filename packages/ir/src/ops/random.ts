@@ -62,11 +62,14 @@ export const dropout = defineOp({
     const out = allocData(x!.dtype, n);
     const conv = storeConverter(x!.dtype);
     const src = x!.data;
+    const wide = x!.dtype === 'float64';
     for (let i = 0; i < n; i++) {
       const keep = uniformFromBits(opBits(seed, ctx, i)) >= ratio ? 1 : 0;
       mask[i] = keep;
       // multiply rather than select so that NaN and inf stay visible, as torch does
-      const v = keep ? Math.fround(src[i]! * scale) : src[i]! * 0;
+      // float32 as on the device; a float64 tensor (gradient checks) keeps its precision
+      const kept = wide ? src[i]! * scale : Math.fround(src[i]! * scale);
+      const v = keep ? kept : src[i]! * 0;
       out[i] = conv ? conv(v) : v;
     }
     return [new Tensor(x!.dtype, x!.shape, out), new Tensor('bool', x!.shape, mask)];
