@@ -2,8 +2,8 @@ export { generatePoplar } from './generate.js';
 export type { BuildPlan, GeneratedSources } from './generate.js';
 export type { GenerateOptions, PartialsType } from './context.js';
 export { DECOMPOSED_OPS, LOWERED_OPS } from './lower/index.js';
-export { GC200, formatBytes, linearMapping } from './memory.js';
-export type { IpuMemory, LiveTensor, MemoryReport } from './memory.js';
+export { GC200, formatBytes, linearMapping, sweepTiles } from './memory.js';
+export type { IpuMemory, LiveTensor, MemoryReport, TileSweep } from './memory.js';
 export { cppComment, cppIdentifier, cppStringLiteral, safeFileName, shortHash, IdentifierTable } from './sanitize.js';
 export {
   GC200_COST_MODEL,

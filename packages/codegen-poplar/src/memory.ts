@@ -219,46 +219,7 @@ export class MemoryPlanner {
       if (b.first > b.last) b.first = b.last = 0; // made but never used: live where it was made
       extendOverLoops(b, repeats);
     }
-    const always = Array.from({ length: this.ipus }, () => new Float64Array(T));
-    for (const b of this.buffers) if (b.alwaysLive) b.forEachTile(T, (t, n) => (always[b.span.ipu]![t]! += n));
-
-    // sweep: allocations at `first`, releases after `last`
-    const starts = [...live].sort((a, b) => a.first - b.first || a.id - b.id);
-    const ends = [...live].sort((a, b) => a.last - b.last || a.id - b.id);
-    const cur = Array.from({ length: this.ipus }, () => new Float64Array(T));
-    const peak = Array.from({ length: this.ipus }, () => new Float64Array(T));
-    const peakTime = Array.from({ length: this.ipus }, () => new Float64Array(T));
-    const total = new Float64Array(this.ipus);
-    const peakTotal = new Float64Array(this.ipus);
-    const peakTotalTime = new Float64Array(this.ipus);
-    let i = 0;
-    let j = 0;
-    while (i < starts.length) {
-      const t = starts[i]!.first;
-      while (j < ends.length && ends[j]!.last < t) {
-        const b = ends[j++]!;
-        b.forEachTile(T, (tile, n) => (cur[b.span.ipu]![tile]! -= n));
-        total[b.span.ipu]! -= b.bytes;
-      }
-      for (; i < starts.length && starts[i]!.first === t; i++) {
-        const b = starts[i]!;
-        const ipu = b.span.ipu;
-        const c = cur[ipu]!;
-        const p = peak[ipu]!;
-        b.forEachTile(T, (tile, n) => {
-          c[tile]! += n;
-          if (c[tile]! > p[tile]!) {
-            p[tile] = c[tile]!;
-            peakTime[ipu]![tile] = t;
-          }
-        });
-        total[ipu]! += b.bytes;
-        if (total[ipu]! > peakTotal[ipu]!) {
-          peakTotal[ipu] = total[ipu]!;
-          peakTotalTime[ipu] = t;
-        }
-      }
-    }
+    const { always, peak, peakTime, peakTotal, peakTotalTime } = sweepTiles(this.buffers, this.ipus, T);
 
     const perIpu: IpuMemory[] = [];
     const maxTileTimes: (number | undefined)[] = [];
@@ -421,4 +382,65 @@ export function streamProblems(mc: ModuleContext, locate: (op: Op) => Location):
     ds.push(error(`${what} '${top.name}' streams ${formatBytes(top.total)} per run${times}, more than the ${formatBytes(MAX_STREAM_BYTES_PER_RUN + 1)} a run may stream ${what === 'input' ? 'to' : 'from'} the device`, top.op ? locate(top.op) : undefined, notes));
   }
   return ds;
+}
+
+/** Per-tile and per-IPU peaks of a set of planned allocations. */
+export interface TileSweep {
+  /** Always-live bytes per tile, per IPU. */
+  readonly always: Float64Array[];
+  /** The most not-always-live bytes live at once on each tile, and when. */
+  readonly peak: Float64Array[];
+  readonly peakTime: Float64Array[];
+  /** The most not-always-live bytes live at once on each IPU (all tiles), and when. */
+  readonly peakTotal: Float64Array;
+  readonly peakTotalTime: Float64Array;
+}
+
+/**
+ * Sweeps the live ranges of planned allocations (set by the planner, loops included): each is
+ * allocated at its first use and released after its last. The planner and per-tile reports share it.
+ */
+export function sweepTiles(buffers: readonly Allocation[], ipus: number, T: number): TileSweep {
+  const live = buffers.filter((b) => !b.alwaysLive && b.span.tilesUsed > 0 && b.span.ipu < ipus);
+  const always = Array.from({ length: ipus }, () => new Float64Array(T));
+  for (const b of buffers) if (b.alwaysLive && b.span.ipu < ipus) b.forEachTile(T, (t, n) => (always[b.span.ipu]![t]! += n));
+
+  // sweep: allocations at `first`, releases after `last`
+  const starts = [...live].sort((a, b) => a.first - b.first || a.id - b.id);
+  const ends = [...live].sort((a, b) => a.last - b.last || a.id - b.id);
+  const cur = Array.from({ length: ipus }, () => new Float64Array(T));
+  const peak = Array.from({ length: ipus }, () => new Float64Array(T));
+  const peakTime = Array.from({ length: ipus }, () => new Float64Array(T));
+  const total = new Float64Array(ipus);
+  const peakTotal = new Float64Array(ipus);
+  const peakTotalTime = new Float64Array(ipus);
+  let i = 0;
+  let j = 0;
+  while (i < starts.length) {
+    const t = starts[i]!.first;
+    while (j < ends.length && ends[j]!.last < t) {
+      const b = ends[j++]!;
+      b.forEachTile(T, (tile, n) => (cur[b.span.ipu]![tile]! -= n));
+      total[b.span.ipu]! -= b.bytes;
+    }
+    for (; i < starts.length && starts[i]!.first === t; i++) {
+      const b = starts[i]!;
+      const ipu = b.span.ipu;
+      const c = cur[ipu]!;
+      const p = peak[ipu]!;
+      b.forEachTile(T, (tile, n) => {
+        c[tile]! += n;
+        if (c[tile]! > p[tile]!) {
+          p[tile] = c[tile]!;
+          peakTime[ipu]![tile] = t;
+        }
+      });
+      total[ipu]! += b.bytes;
+      if (total[ipu]! > peakTotal[ipu]!) {
+        peakTotal[ipu] = total[ipu]!;
+        peakTotalTime[ipu] = t;
+      }
+    }
+  }
+  return { always, peak, peakTime, peakTotal, peakTotalTime };
 }
