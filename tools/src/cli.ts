@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { OptionsError } from '@tilegraph/frontend';
-import { printable } from '@tilegraph/ir';
+import { Diagnostic, printable } from '@tilegraph/ir';
+import { colourFor, paint } from './colour.js';
+import { diagnosticJson, documentEmitted, emitDocument, emitEvent, jsonMode, reportedErrors, setJsonMode } from './json.js';
 import { UsageError, isDiagnosticError, stderrReporter } from './diagnostics.js';
 import { registerIr } from './commands/ir.js';
 import { registerRun } from './commands/run.js';
@@ -35,34 +37,64 @@ export function buildProgram(): Command {
   return program;
 }
 
+/** `--json` anywhere on the command line: one document, or JSON Lines of events for train. */
+function jsonModeOf(argv: readonly string[]): 'document' | 'lines' | undefined {
+  const end = argv.indexOf('--');
+  const flags = end < 0 ? argv : argv.slice(0, end);
+  if (!flags.includes('--json')) return undefined;
+  return flags.find((a) => !a.startsWith('-')) === 'train' ? 'lines' : 'document';
+}
+
 export async function main(argv: readonly string[]): Promise<number> {
   const program = buildProgram();
+  setJsonMode(jsonModeOf(argv));
+  const colour = colourFor(process.stderr);
+  // a failure the user can act on: said on stderr, and as JSON on stdout when --json asks for it
+  const fail = (code: number, message: string): number => {
+    process.stderr.write(`${paint('tilegraph:', ['bold', 'red'], colour)} ${printable(message)}\n`);
+    failed(code, [{ severity: 'error', message }]);
+    return code;
+  };
   try {
     await program.parseAsync(argv as string[], { from: 'user' });
     return EXIT_OK;
   } catch (e) {
     if (e instanceof CommanderError) {
       if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return EXIT_OK;
+      failed(EXIT_USAGE, [{ severity: 'error', message: e.message.replace(/^error: /, '') }]);
       return EXIT_USAGE;
     }
     if (isDiagnosticError(e)) {
-      stderrReporter((e as { excludes?: string[] }).excludes ?? []).report(e.diagnostics);
+      const excludes = (e as { excludes?: string[] }).excludes ?? [];
+      stderrReporter(excludes).report(e.diagnostics);
+      failed(EXIT_ERRORS, [], true);
       return EXIT_ERRORS;
     }
-    if (e instanceof UsageError) {
-      process.stderr.write(`tilegraph: ${printable(e.message)}\n`);
-      return EXIT_USAGE;
-    }
+    if (e instanceof UsageError) return fail(EXIT_USAGE, e.message);
     // an impossible option value (a flag or an options-file line): the user's input, not a crash
-    if (e instanceof OptionsError) {
-      process.stderr.write(`tilegraph: ${printable(e.message)}\n`);
-      return EXIT_USAGE;
-    }
+    if (e instanceof OptionsError) return fail(EXIT_USAGE, e.message);
     const err = e instanceof Error ? e : new Error(String(e));
-    process.stderr.write(`tilegraph: internal error: ${printable(err.message)}\n`);
+    fail(EXIT_INTERNAL, `internal error: ${err.message}`);
     if (process.env['TILEGRAPH_DEBUG']) process.stderr.write(`${err.stack}\n`);
     else process.stderr.write('  (set TILEGRAPH_DEBUG=1 for a stack trace, and please report this)\n');
     return EXIT_INTERNAL;
+  }
+}
+
+/**
+ * With --json, a failed command still ends its stdout with JSON: an error document (or, for
+ * train, an `end` event) holding the exit code and the diagnostics. Diagnostics already reported
+ * through the reporter were sent as events (lines) or collected (document).
+ */
+function failed(code: number, diagnostics: readonly Diagnostic[], reported = false): void {
+  const mode = jsonMode();
+  if (!mode || documentEmitted()) return;
+  const errors = reported ? reportedErrors() : diagnostics.map((d) => diagnosticJson(d));
+  if (mode === 'lines') {
+    if (!reported) for (const d of errors) emitEvent({ event: 'error', ...d });
+    emitEvent({ event: 'end', ok: false, exit_code: code });
+  } else {
+    emitDocument({ ok: false, exit_code: code, errors });
   }
 }
 

@@ -1,6 +1,8 @@
 import * as fs from 'node:fs';
 import { STDLIB_DIR, isInside, realOrResolved } from '@tilegraph/frontend';
 import { Diagnostic, DiagnosticError, renderDiagnostic } from '@tilegraph/ir';
+import { colourDiagnostic, colourFor } from './colour.js';
+import { noteReported } from './json.js';
 
 /**
  * Folders whose files a diagnostic may quote: the folders of the model files this command loaded
@@ -51,7 +53,9 @@ export function stderrReporter(excludes: readonly string[] = []): Reporter {
     report(ds) {
       // a damaged file can hold thousands of errors: the first ones say what is wrong
       const shown = ds.length > MAX_REPORTED ? ds.slice(0, MAX_REPORTED) : ds;
-      for (const d of shown) process.stderr.write(renderDiagnostic(d, { sources, excludes }) + '\n');
+      const colour = colourFor(process.stderr);
+      for (const d of ds) noteReported(d, excludes);
+      for (const d of shown) process.stderr.write(colourDiagnostic(renderDiagnostic(d, { sources, excludes }), colour) + '\n');
       if (shown.length < ds.length) {
         const more = ds.slice(MAX_REPORTED);
         const errors = more.filter((d) => d.severity === 'error').length;

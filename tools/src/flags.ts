@@ -20,14 +20,6 @@ export function finiteNumber(v: string): number {
   return n;
 }
 
-/** `--import-path DIR...`: folders a model file may import from (each must be a folder). */
-export const IMPORT_PATH_FLAG = ['--import-path <dir...>', "folders a .tg model may import from besides its own folder and the standard library"] as const;
-
-export function importPathsOf(o: Record<string, unknown>): { importPaths?: string[] } {
-  const dirs = o['importPath'] as string[] | undefined;
-  return dirs?.length ? { importPaths: dirs } : {};
-}
-
 export function positiveNumber(v: string): number {
   const n = Number(v);
   if (v.trim() === '' || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`expected a positive number, got '${v}'`);

@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { CacheEntry, PruneResult, cacheMaxBytes, clearCache, listCache, parseByteSize, pruneCache, resolveCacheDir } from '@tilegraph/runtime';
 import { positiveNumber } from '../flags.js';
+import { emitDocument } from '../json.js';
 
 /**
  * `tilegraph cache ls | prune | clear`: the executable cache ($XDG_CACHE_HOME/tilegraph or
@@ -8,6 +9,7 @@ import { positiveNumber } from '../flags.js';
  */
 
 const DIR_FLAG = ['--dir <folder>', 'the cache folder (default: $XDG_CACHE_HOME/tilegraph, else ~/.cache/tilegraph)'] as const;
+const JSON_FLAG = ['--json', 'print one JSON document'] as const;
 
 function byteSize(v: string): number {
   const n = parseByteSize(v);
@@ -44,7 +46,15 @@ function table(entries: readonly CacheEntry[]): string[] {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  '));
 }
 
-function report(what: string, r: PruneResult, dir: string): void {
+function entryJson(e: CacheEntry): Record<string, unknown> {
+  return { name: e.name, kind: e.kind, ...(e.module !== undefined ? { module: e.module } : {}), bytes: e.bytes, last_used: e.lastUsed.toISOString(), valid: e.valid, ...(e.problem !== undefined ? { problem: e.problem } : {}) };
+}
+
+function report(what: string, r: PruneResult, dir: string, json: boolean): void {
+  if (json) {
+    emitDocument({ command: what, dir, removed: r.removed.map(entryJson), freed_bytes: r.freedBytes, remaining_bytes: r.remainingBytes });
+    return;
+  }
   const lines = r.removed.map((e) => `removed ${e.name} (${e.kind}, ${formatBytes(e.bytes)})`);
   const n = r.removed.length;
   lines.push(n === 0 ? `${what}: nothing to remove; the cache holds ${formatBytes(r.remainingBytes)} (${dir})` : `${what}: removed ${n} ${n === 1 ? 'entry' : 'entries'}, freed ${formatBytes(r.freedBytes)}; the cache holds ${formatBytes(r.remainingBytes)} (${dir})`);
@@ -59,11 +69,16 @@ export function registerCache(program: Command): void {
     .alias('list')
     .description('list the cache entries, most recently used first, checking each against its manifest')
     .option(...DIR_FLAG)
-    .action((o: { dir?: string }) => {
+    .option(...JSON_FLAG)
+    .action((o: { dir?: string; json?: boolean }) => {
       const dir = resolveCacheDir(o.dir);
       const entries = listCache(dir);
       const total = entries.reduce((n, e) => n + e.bytes, 0);
       const invalid = entries.filter((e) => !e.valid && e.kind !== 'partial').length;
+      if (o.json) {
+        emitDocument({ dir, entries: entries.map(entryJson), total_bytes: total, max_bytes: cacheMaxBytes(), invalid });
+        return;
+      }
       const lines = [`cache: ${dir}`];
       if (entries.length) lines.push(...table(entries));
       lines.push(
@@ -79,18 +94,20 @@ export function registerCache(program: Command): void {
     .option(...DIR_FLAG)
     .option('--max-size <size>', 'keep at most this much: bytes, or with a K/M/G suffix (default: TILEGRAPH_CACHE_MAX_BYTES, else 2G)', byteSize)
     .option('--older-than <days>', 'remove entries not used for this many days', positiveNumber)
-    .action((o: { dir?: string; maxSize?: number; olderThan?: number }) => {
+    .option(...JSON_FLAG)
+    .action((o: { dir?: string; maxSize?: number; olderThan?: number; json?: boolean }) => {
       const dir = resolveCacheDir(o.dir);
       const r = pruneCache(dir, { maxBytes: o.maxSize ?? cacheMaxBytes(), ...(o.olderThan !== undefined ? { olderThanDays: o.olderThan } : {}) });
-      report('prune', r, dir);
+      report('prune', r, dir, !!o.json);
     });
 
   cache
     .command('clear')
     .description('remove every cache entry (other files in the folder are left alone)')
     .option(...DIR_FLAG)
-    .action((o: { dir?: string }) => {
+    .option(...JSON_FLAG)
+    .action((o: { dir?: string; json?: boolean }) => {
       const dir = resolveCacheDir(o.dir);
-      report('clear', clearCache(dir), dir);
+      report('clear', clearCache(dir), dir, !!o.json);
     });
 }

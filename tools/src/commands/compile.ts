@@ -7,6 +7,7 @@ import { compileAndExport, compileOptionsFrom, findToolchain } from '@tilegraph/
 import { UsageError, stderrReporter } from '../diagnostics.js';
 import { checkEmitFolder, checkOutputFile, writeAtomic } from '../files.js';
 import { buildStep, registerStepFlags } from './step.js';
+import { emitDocument } from '../json.js';
 
 /**
  * `tilegraph compile`: the training or inference step as Poplar C++ (codelets.cpp, host.cpp,
@@ -18,7 +19,8 @@ export function registerCompile(program: Command): void {
   registerStepFlags(cmd)
     .option('--emit-cpp <dir>', 'write codelets.cpp, host.cpp and plan.json into this folder')
     .option('-o, --output <file>', 'build and write the executable (with its plan and initial state)')
-    .option('--force', 'let --emit-cpp write into a folder that holds other files');
+    .option('--force', 'let --emit-cpp write into a folder that holds other files')
+    .option('--json', 'print one JSON document: what was written, the target, the build time and whether the executable cache held it');
   cmd.action((model: string, o: Record<string, unknown>) => {
     const emit = o['emitCpp'] as string | undefined;
     const out = o['output'] as string | undefined;
@@ -27,22 +29,33 @@ export function registerCompile(program: Command): void {
     const inputs = [model, ...(o['options'] ? [o['options'] as string] : [])];
     if (out) checkOutputFile(out, '-o', inputs);
     if (emit) checkEmitFolder(emit, !!o['force'], inputs);
-    const { module, options, warnings, timings, timePasses } = buildStep(model, o);
-    if (timePasses && timings.length) process.stderr.write(formatTimings(timings) + '\n');
+    const json = !!o['json'];
+    const say = (line: string) => {
+      if (!json) process.stdout.write(line + '\n');
+    };
+    const { module, options, pipeline, warnings, timings, timePasses } = buildStep(model, o);
+    if (timePasses && timings.length && !json) process.stderr.write(formatTimings(timings) + '\n');
     stderrReporter().report(warnings);
     const copts = compileOptionsFrom(options);
+    const doc: Record<string, unknown> = { model: module.name, file: model, pipeline };
+    if (timePasses) doc['timings'] = timings.map((t) => ({ pass: t.pass, ms: Math.round(t.ms * 1000) / 1000, ...(t.ops !== undefined ? { ops: t.ops } : {}) }));
     if (emit) {
       const sources = generatePoplar(module, copts);
       fs.mkdirSync(emit, { recursive: true });
       for (const [name, text] of Object.entries(sources.files)) writeAtomic(path.join(emit, name), text);
-      process.stdout.write(`Poplar C++ written to ${emit}: codelets.cpp, host.cpp, plan.json\n`);
-      process.stdout.write(`  with the SDK: popc -O3 --target ipu2 codelets.cpp -o codelets.gp && g++ -std=c++17 host.cpp -o step -lpoplar -lpopops -lpoplin -lpoputil -lpoprand -lgcl\n`);
+      say(`Poplar C++ written to ${emit}: ${Object.keys(sources.files).join(', ')}`);
+      say(`  with the SDK: popc -O3 --target ipu2 codelets.cpp -o codelets.gp && g++ -std=c++17 host.cpp -o step -lpoplar -lpopops -lpoplin -lpoputil -lpoprand -lgcl`);
+      doc['emitted'] = { dir: emit, files: Object.keys(sources.files) };
     }
     if (out) {
       const tc = findToolchain();
       const t0 = performance.now();
       compileAndExport(module, out, copts);
-      process.stdout.write(`executable for ${tc.kind === 'sdk' ? 'the IPU (Poplar SDK)' : 'the emulated IPU (poplar-host)'} written to ${out} in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+      const secs = (performance.now() - t0) / 1000;
+      const target = tc.kind === 'sdk' ? 'the IPU (Poplar SDK)' : 'the emulated IPU (poplar-host)';
+      say(`executable for ${target} written to ${out} in ${secs.toFixed(1)} s`);
+      doc['executable'] = { file: out, target: tc.kind === 'sdk' ? 'ipu' : 'emulation', seconds: Math.round(secs * 1000) / 1000 };
     }
+    if (json) emitDocument(doc);
   });
 }

@@ -6,6 +6,7 @@ import { stderrReporter } from '../diagnostics.js';
 import { PipelineInfo, PipelineStageKind, Placement, formatTimings } from '@tilegraph/passes';
 import { BuiltStep, buildStep, registerStepFlags } from './step.js';
 import { checkOutputFile, writeAtomic } from '../files.js';
+import { diagnosticJson, emitDocument } from '../json.js';
 import { ReportData, reportData } from '../report/data.js';
 import { renderReportHtml } from '../report/html.js';
 
@@ -56,10 +57,12 @@ export function registerReport(program: Command): void {
         tilesPerIpu: mem.tilesPerIpu,
         bytesPerTile: mem.bytesPerTile,
         fits,
+        // the out-of-memory diagnostics, also on stderr; the command then exits 1
+        ...(fits ? {} : { errors: memoryProblems.map((d) => diagnosticJson(d)) }),
         perIpu: mem.perIpu,
         ...sections,
       };
-      process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
+      emitDocument(doc);
     } else if (html === undefined) {
       process.stdout.write(formatReport(model, step.pipeline, mem, sections.schedule));
     }

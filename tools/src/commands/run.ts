@@ -5,8 +5,10 @@ import { combine, findToolchain, inferenceModel, loadExecutable, loadWeights, ru
 import { Options } from '@tilegraph/frontend';
 import { UsageError, isDiagnosticError, stderrReporter } from '../diagnostics.js';
 import { checkInputFile, checkOutputFile } from '../files.js';
-import { IMPORT_PATH_FLAG, importPathsOf, naturalInt, positiveInt } from '../flags.js';
+import { naturalInt, positiveInt } from '../flags.js';
 import { loadModel } from '../load.js';
+import { emitDocument } from '../json.js';
+import { modelFlagsOf, refuseModelFlagsForExecutable, registerModelFlags } from '../modelflags.js';
 import { formatTensor } from '../format.js';
 import { InputSpec, LoadedArray, listInputs, readArrays, toInput } from '../data/arrays.js';
 import { checkOutputDir, describeOutputs, outputsJson, writeNpyFolder, writeNpz } from '../data/outputs.js';
@@ -153,7 +155,8 @@ interface RunResult {
 
 /** Loads the model (batch size from the flag, else from the inputs when the model has a batch to set) and runs it. */
 function runModel(model: string, o: RunFlags, args: readonly InputArg[]): RunResult {
-  const load = (batchSize: number | undefined) => loadModel(model, { ...(batchSize !== undefined ? { batchSize } : {}), ...importPathsOf(o as unknown as Record<string, unknown>) });
+  const flags = modelFlagsOf(o as unknown as Record<string, unknown>);
+  const load = (batchSize: number | undefined) => loadModel(model, { ...flags, ...(batchSize !== undefined ? { batchSize } : {}) });
   let g: Graph | undefined;
   try {
     g = load(o.batchSize);
@@ -264,7 +267,7 @@ function checkExecutableWeights(file: string, weights: Record<string, Tensor>, s
 }
 
 export function registerRun(program: Command): void {
-  program
+  const cmd = program
     .command('run')
     .description('run a model (.tg, .onnx, .tgir) or an exported executable (.tgx) once and print or write its outputs')
     .argument('<model>', 'model file (.tg, .onnx or .tgir) or executable (.tgx, from compile -o)')
@@ -275,17 +278,16 @@ export function registerRun(program: Command): void {
     .option('--json', 'print one JSON document: model, backend, time, outputs with dtype, shape and data (NaN and infinities as strings)')
     .option('--seed <n>', 'seed of synthetic inputs and random ops', naturalInt, 0)
     .option('--int-high <n>', 'synthetic integer inputs are drawn from [0, n)', positiveInt, 2)
-    .option('--batch-size <n>', 'size of the batch: symbolic batch dimensions (ONNX) or the `batch` parameter (.tg); default: the first input\'s first dimension', positiveInt)
-    .option(...IMPORT_PATH_FLAG)
     .option('--backend <target>', 'reference (the IR interpreter) or ipu (compiled: the SDK if popc is on PATH, else the emulation); a .tgx runs as built', 'reference')
-    .option('--weights <file>', 'parameter values from a weights file (train --save: .safetensors or .json) instead of the initializers')
-    .action(function (this: Command, model: string, o: RunFlags) {
+    .option('--weights <file>', 'parameter values from a weights file (train --save: .safetensors or .json) instead of the initializers');
+  registerModelFlags(cmd, "size of the batch: symbolic batch dimensions (ONNX) or the `batch` parameter (.tg); default: the first input's first dimension");
+  cmd.action(function (this: Command, model: string, o: RunFlags) {
       if (o.backend !== 'reference' && o.backend !== 'ipu') throw new UsageError(`--backend must be reference or ipu, got '${o.backend}'`);
       if (!Number.isInteger(o.seed)) throw new UsageError('--seed must be an integer');
       if (!Number.isInteger(o.intHigh) || o.intHigh < 1) throw new UsageError('--int-high must be a positive integer');
       const executable = model.toLowerCase().endsWith('.tgx');
       if (executable && this.getOptionValueSource('backend') === 'cli') throw new UsageError('--backend: an executable (.tgx) runs on the target it was built for');
-      if (executable && o.batchSize !== undefined) throw new UsageError('--batch-size: the batch of an executable (.tgx) is fixed when it is built');
+      if (executable) refuseModelFlagsForExecutable(o as unknown as Record<string, unknown>, model);
       const args = inputArgs(o);
       // outputs are checked before any work
       const inputFiles = [model, ...args.map((a) => a.file), ...(o.weights ? [o.weights] : [])];
@@ -314,7 +316,7 @@ export function registerRun(program: Command): void {
           time_ms: Math.round(r.ms * 1000) / 1000,
           outputs: outputsJson(r.outputs),
         };
-        process.stdout.write(JSON.stringify(doc) + '\n');
+        emitDocument(doc);
         return;
       }
       process.stdout.write(`${r.summary}, ran in ${r.ms.toFixed(1)} ms (${r.where})\n`);

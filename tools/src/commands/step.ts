@@ -1,13 +1,14 @@
 import { Command } from 'commander';
 import { Options } from '@tilegraph/frontend';
-import { Diagnostic, Module } from '@tilegraph/ir';
+import { Diagnostic, DiagnosticError, Module } from '@tilegraph/ir';
 import { PassTiming, PipelineInfo, Placement, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
 import { stepSettingsFrom } from '@tilegraph/runtime';
 import { UsageError } from '../diagnostics.js';
 import { loadModel } from '../load.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
-import { IMPORT_PATH_FLAG, importPathsOf, positiveInt } from '../flags.js';
+import { modelFlagsOf, registerModelFlags } from '../modelflags.js';
+import { LOSS_FLAG, withLoss } from '../loss.js';
 
 /** The flags that say which step a command builds: the same for compile and report. */
 export function registerStepFlags(cmd: Command): Command {
@@ -16,9 +17,8 @@ export function registerStepFlags(cmd: Command): Command {
     .option('--pipeline <kind>', 'training or inference', 'training')
     .option('--optimizer <name>', `optimizer of the training step (${Object.keys(OPTIMIZER_FLAGS).join(', ')})`, 'sgd')
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
-    .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", positiveInt)
-    .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=2 ipus=1')
-    .option(...IMPORT_PATH_FLAG);
+    .option(...LOSS_FLAG);
+  registerModelFlags(cmd);
   return registerPassFlags(cmd);
 }
 
@@ -40,13 +40,14 @@ export function buildStep(model: string, o: Record<string, unknown>): BuiltStep 
   const options: Options = o['options'] ? loadOptionsFile(o['options'] as string) : new Options();
   const pipeline = o['pipeline'];
   if (pipeline !== 'training' && pipeline !== 'inference') throw new UsageError(`--pipeline must be training or inference, got '${String(pipeline)}'`);
-  const batchSize = o['batchSize'] as number | undefined;
-  const args = modelArgs(o['arg'] as string[] | undefined);
-  const g = loadModel(model, { ...(batchSize !== undefined ? { batchSize } : {}), ...(args ? { args } : {}), ...importPathsOf(o) });
+  const loss = o['loss'] as string | undefined;
+  if (loss !== undefined && pipeline === 'inference') throw new UsageError('--loss adds a loss for training; the inference pipeline has no use for it (drop --loss, or use --pipeline training)');
+  const loaded = loadModel(model, modelFlagsOf(o));
+  const g = loss !== undefined ? withLoss(loaded, loss) : loaded;
   const { passes, timePasses } = passFlags(o);
   const step = stepSettingsFrom(options);
   if (pipeline === 'training') {
-    const t = buildTrainingModule(g, step, makeOptimizer(optimizerFromFlag(o['optimizer'] as string)), passes);
+    const t = withLossHint(() => buildTrainingModule(g, step, makeOptimizer(optimizerFromFlag(o['optimizer'] as string)), passes));
     return { module: t.module, options, pipeline, warnings: t.diagnostics, timings: t.timings, timePasses, placement: t.placement, ...(t.pipeline ? { schedule: t.pipeline } : {}) };
   }
   const warnings: Diagnostic[] = [];
@@ -55,15 +56,15 @@ export function buildStep(model: string, o: Record<string, unknown>): BuiltStep 
   return { module, options, pipeline, warnings, timings: [], timePasses, ...(out.placement ? { placement: out.placement } : {}), ...(out.pipeline ? { schedule: out.pipeline } : {}) };
 }
 
-/** `--arg name=value` values: numbers, booleans, or text. */
-export function modelArgs(list: readonly string[] | undefined): Record<string, number | boolean | string> | undefined {
-  if (!list?.length) return undefined;
-  const out: Record<string, number | boolean | string> = {};
-  for (const a of list) {
-    const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(a);
-    if (!m) throw new UsageError(`--arg ${a}: expected name=value`);
-    const v = m[2]!;
-    out[m[1]!] = v === 'true' ? true : v === 'false' ? false : v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
+/** The training pipeline's "no loss" names the API; on the command line --loss or --pipeline inference help. */
+export function withLossHint<T>(build: () => T): T {
+  try {
+    return build();
+  } catch (e) {
+    if (e instanceof DiagnosticError && e.diagnostics.some((d) => d.message === 'the model has no loss')) {
+      const hint = 'on the command line: --loss cross_entropy or --loss mse puts one on the first output, or --pipeline inference compiles the forward pass alone';
+      throw new DiagnosticError(e.diagnostics.map((d) => (d.message === 'the model has no loss' ? { ...d, notes: [...(d.notes ?? []), hint] } : d)));
+    }
+    throw e;
   }
-  return out;
 }

@@ -3,15 +3,18 @@ import * as path from 'node:path';
 import { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
-import { DiagnosticError, Graph, GraphBuilder, Tensor, drawsRandom, error, warning } from '@tilegraph/ir';
+import { DiagnosticError, Graph, Tensor, drawsRandom, error, warning } from '@tilegraph/ir';
 import { formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { DataLoader, Dataset, findToolchain, loadWeights, referenceBackend, saveWeights, trainingModel, weightsFormatOf } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
 import { checkInputFile, checkOutputFile } from '../files.js';
 import { loadModel } from '../load.js';
-import { modelArgs } from './step.js';
+import { modelFlagsOf, registerModelFlags } from '../modelflags.js';
+import { LOSS_FLAG, withLoss } from '../loss.js';
+import { withLossHint } from './step.js';
+import { emitEvent, jsonNumber } from '../json.js';
 import { checkWeightsFit } from './run.js';
-import { IMPORT_PATH_FLAG, finiteNumber, importPathsOf, naturalInt, positiveInt, positiveNumber } from '../flags.js';
+import { finiteNumber, naturalInt, positiveInt, positiveNumber } from '../flags.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
 import { InputSpec } from '../data/arrays.js';
@@ -24,34 +27,15 @@ import { onnxInitializers, writeOnnxWithWeights } from '../data/onnx.js';
 
 export { TeacherDataset } from '../data/synthetic.js';
 
-/** Appends a loss on the first output: PyTorch's CrossEntropyLoss(mean) or MSELoss(mean). */
-function withLoss(g: Graph, kind: string): Graph {
-  if (g.ops.some((op) => op.kind === 'identity_loss')) throw new UsageError('--loss: the model already has a loss');
-  const out = g.outputs[0];
-  if (!out) throw new UsageError('--loss: the model has no output to put a loss on');
-  const b = new GraphBuilder(g);
-  const t = out.value.type;
-  let loss;
-  if (kind === 'cross_entropy') {
-    if (t.shape.length < 2) throw new UsageError(`--loss cross_entropy needs an output of class scores [batch, classes, ...]; '${out.name}' is ${t.dtype}[${t.shape}]`);
-    const labels = b.input('labels', 'int32', [t.shape[0]!, ...t.shape.slice(2)]);
-    loss = b.op('cross_entropy', [out.value, labels]);
-  } else if (kind === 'mse') {
-    const targets = b.input('targets', t.dtype, t.shape);
-    const d = b.op('sub', [out.value, targets]);
-    loss = b.op('reduce_mean', [b.op('mul', [d, d])]);
-  } else {
-    throw new UsageError(`--loss must be cross_entropy or mse, got '${kind}'`);
-  }
-  b.output('loss', b.op('identity_loss', [loss], { reduction: 'mean' }));
-  return g;
-}
-
 /** Classes of the task: the class dimension of an output named logits, else 2. */
 function classCount(g: Graph): number {
   const logits = g.outputs.find((o) => o.name === 'logits');
   const s = logits?.value.type.shape;
   return s && s.length >= 2 ? s[1]! : 2;
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
 }
 
 function mean(xs: readonly number[]): number {
@@ -124,9 +108,6 @@ export function registerTrain(program: Command): void {
     .option('--optimizer <name>', `one of ${Object.keys(OPTIMIZER_FLAGS).join(', ')}`, 'sgd')
     .option('--lr <x>', 'learning rate', finiteNumber)
     .option('--options <file>', 'options: JSON, or PopTorch-style setters one a line')
-    .option('--batch-size <n>', "micro-batch size (the model's `batch` parameter)", positiveInt)
-    .option('--arg <name=value...>', 'a parameter of a model-language model (numbers, true/false or text), e.g. --arg layers=4')
-    .option(...IMPORT_PATH_FLAG)
     .option('--samples <n>', 'size of the synthetic data set', positiveInt, 1024)
     .option('--seed <n>', 'seed of the synthetic data and of shuffling', naturalInt, 0)
     .option('--int-high <n>', 'synthetic integer inputs that are neither labels nor read by an embedding are drawn from [0, n)', positiveInt, 2)
@@ -134,7 +115,7 @@ export function registerTrain(program: Command): void {
     .option('--accumulation <n>', 'Training.gradientAccumulation', positiveInt)
     .option('--device-iterations <n>', 'deviceIterations', positiveInt)
     .option('--backend <target>', 'where the step runs: ipu (compiled: the Poplar SDK if popc is on PATH, else the poplar-host emulation) or reference (the IR interpreter)', 'ipu')
-    .option('--loss <kind>', 'add a loss to a model that has none (an ONNX export returning logits): cross_entropy (labels input "labels") or mse (targets input "targets"), on the first output')
+    .option(...LOSS_FLAG)
     .option('--load <file>', 'start from saved weights: .safetensors or .json (train --save), a checkpoint folder, or an ONNX file (its initializers)')
     .option('--save <file>', 'write the trained weights: .safetensors, .json, or .onnx (the ONNX model with its initializers replaced; ONNX models only)')
     .option('--checkpoint-dir <dir>', 'write checkpoints here (a folder step-N each: weights, optimizer state, counters), at the end and every --checkpoint-every steps')
@@ -142,7 +123,8 @@ export function registerTrain(program: Command): void {
     .option('--resume <dir>', 'continue from a checkpoint (a step-N folder, or the newest in a --checkpoint-dir) exactly where it stopped')
     .option('--stop-on-nan', 'stop at the first step whose loss is NaN or infinite (exit code 1, nothing saved)')
     .option('--timeout <seconds>', 'longest wait for one step of the compiled executable before it is stopped (default 600)', positiveNumber)
-    .option('--no-progress', 'no progress bar')
+    .option('--no-progress', 'no progress bars (the build\'s or the training\'s)')
+    .option('--json', 'print JSON Lines on stdout: one event a line (start, compile, step, epoch, eval, checkpoint, save, warning, error, end)')
     .addHelpText(
       'after',
       [
@@ -158,9 +140,16 @@ export function registerTrain(program: Command): void {
         '(dropout) start a new random stream, so only models without them resume bit for bit.',
       ].join('\n'),
     );
+  registerModelFlags(cmd, 'micro-batch size: symbolic batch dimensions (ONNX) or the `batch` parameter (.tg)');
   registerPassFlags(cmd);
   cmd.action(async function (this: Command, model: string, o: TrainFlags & Record<string, unknown>) {
     const fromCli = (k: string) => this.getOptionValueSource(k) === 'cli';
+    const json = !!o['json'];
+    // each line a person reads has an event a program reads (--json)
+    const say = (line: string, event: Record<string, unknown>) => {
+      if (json) emitEvent(event);
+      else process.stdout.write(line + '\n');
+    };
     if (o.steps !== undefined && o.epochs !== undefined) throw new UsageError('give --steps or --epochs, not both');
     if (o.data && fromCli('samples')) throw new UsageError('--samples sizes the synthetic data set; with --data the data set is the file');
     if (o.checkpointEvery !== undefined && !o.checkpointDir) throw new UsageError('--checkpoint-every needs --checkpoint-dir');
@@ -181,8 +170,8 @@ export function registerTrain(program: Command): void {
     if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);
     if (o.deviceIterations !== undefined) options.deviceIterations(o.deviceIterations);
     if (o.timeout !== undefined) options.executableTimeout(o.timeout);
-    const args = modelArgs(o['arg'] as string[] | undefined);
-    const loaded = loadModel(model, { ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}), ...(args ? { args } : {}), ...importPathsOf(o) });
+    if (!o.progress) options.showCompilationProgressBar(false);
+    const loaded = loadModel(model, modelFlagsOf(o));
     const g = o.loss ? withLoss(loaded, o.loss) : loaded;
     const opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
     const { passes, timePasses } = passFlags(o);
@@ -214,21 +203,33 @@ export function registerTrain(program: Command): void {
     const C = loader.combinedBatchSize;
     const totalSteps = o.epochs !== undefined ? o.epochs * runsPerEpoch : (o.steps ?? 50);
 
-    process.stdout.write(
-      `training ${g.name} (${g.parameters().length} parameters) with ${opt.type} on ${target}: ${totalSteps} steps of ${C} samples, from ${dataName}, ${runsPerEpoch} steps an epoch${shuffle ? ', shuffled' : ''}\n`,
-    );
+    say(`training ${g.name} (${g.parameters().length} parameters) with ${opt.type} on ${target}: ${totalSteps} steps of ${C} samples, from ${dataName}, ${runsPerEpoch} steps an epoch${shuffle ? ', shuffled' : ''}`, {
+      event: 'start',
+      model: g.name,
+      file: model,
+      parameters: g.parameters().length,
+      optimizer: opt.type,
+      backend: backendName,
+      target,
+      steps: totalSteps,
+      samples_per_step: C,
+      data: dataName,
+      steps_per_epoch: runsPerEpoch,
+      shuffle,
+    });
     const tc = performance.now();
-    trainer.compile();
-    process.stdout.write(`compiled in ${((performance.now() - tc) / 1000).toFixed(1)} s\n`);
+    withLossHint(() => trainer.compile());
+    const compileSecs = (performance.now() - tc) / 1000;
+    say(`compiled in ${compileSecs.toFixed(1)} s`, { event: 'compile', seconds: round3(compileSecs) });
     stderrReporter().report(trainer.warnings);
-    if (timePasses) process.stderr.write(formatTimings(trainer.passTimings) + '\n');
+    if (timePasses && !json) process.stderr.write(formatTimings(trainer.passTimings) + '\n');
 
     let step = 0;
     let epoch = 0;
     let run = 0;
     if (o.load) {
       trainer.loadStateDict(loadInitialWeights(g, o.load));
-      process.stdout.write(`weights loaded from ${o.load}\n`);
+      say(`weights loaded from ${o.load}`, { event: 'load', file: o.load });
     }
     if (resumeDir) {
       const ck = readCheckpoint(resumeDir);
@@ -253,7 +254,7 @@ export function registerTrain(program: Command): void {
         epoch++;
         run = 0;
       }
-      process.stdout.write(`resumed from ${resumeDir} at step ${step} (epoch ${epoch + 1}, step ${run + 1} of it)\n`);
+      say(`resumed from ${resumeDir} at step ${step} (epoch ${epoch + 1}, step ${run + 1} of it)`, { event: 'resume', dir: resumeDir, step, epoch: epoch + 1 });
     }
 
     const evaluator = evalData ? new Evaluator(g, evalData.dataset, micro, trainer.lossOutput, () => new Options().executableTimeout(options.executable_timeout), backend) : undefined;
@@ -273,16 +274,16 @@ export function registerTrain(program: Command): void {
         backend: backendName,
       };
       const dir = writeCheckpoint(o.checkpointDir!, state, trainer.stateDict(), trainer.optimizerStateDict());
-      process.stdout.write(`checkpoint written to ${dir}\n`);
+      say(`checkpoint written to ${dir}`, { event: 'checkpoint', dir, step });
     };
 
     const t0 = performance.now();
     const remaining = Math.max(0, totalSteps - step);
-    if (remaining === 0) process.stdout.write(`nothing to do: ${step} steps are done already (raise --steps or --epochs to train on)\n`);
+    if (remaining === 0) say(`nothing to do: ${step} steps are done already (raise --steps or --epochs to train on)`, { event: 'note', message: `nothing to do: ${step} steps are done already` });
     const bar = remaining > 0 && o.progress && process.stderr.isTTY ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} steps | loss {loss}', hideCursor: true }, cliProgress.Presets.shades_classic) : undefined;
     bar?.start(totalSteps, step, { loss: '-' });
     // piped output (train ... | tee log) gets every step; a terminal every tenth, unless the bar shows them
-    const everyStep = !process.stdout.isTTY;
+    const everyStep = json || !process.stdout.isTTY;
     const every = Math.max(1, Math.floor(totalSteps / 10));
     const width = String(totalSteps).length;
     const losses: number[] = [];
@@ -290,11 +291,18 @@ export function registerTrain(program: Command): void {
     let firstNonFinite: number | undefined;
     let indices = loader.indices(epoch);
     let lastEval = -1;
-    const evaluate = (label: string) => {
+    const evaluate = (label: string, atEpoch?: number) => {
       if (!evaluator) return;
       const r = evaluator.evaluate(trainer.stateDict());
       lastEval = step;
-      process.stdout.write(`${label}: ${formatEval(r)}\n`);
+      say(`${label}: ${formatEval(r)}`, {
+        event: 'eval',
+        step,
+        ...(atEpoch !== undefined ? { epoch: atEpoch } : {}),
+        ...(r.loss !== undefined ? { loss: jsonNumber(r.loss) } : {}),
+        ...(r.accuracy !== undefined ? { accuracy: r.accuracy } : {}),
+        samples: r.samples,
+      });
     };
     while (step < totalSteps) {
       const batch = loader.batch(epoch, run, indices);
@@ -308,7 +316,8 @@ export function registerTrain(program: Command): void {
       epochLosses.push(l);
       if (bar) bar.update(step, { loss: l.toFixed(4) });
       if (everyStep || (!bar && (step === 1 || step % every === 0 || step === totalSteps))) {
-        process.stdout.write(`step ${String(step).padStart(width)}/${totalSteps}  loss ${l.toFixed(4)}  ${(C / Math.max(secs, 1e-9)).toFixed(1)} samples/s\n`);
+        const rate = C / Math.max(secs, 1e-9);
+        say(`step ${String(step).padStart(width)}/${totalSteps}  loss ${l.toFixed(4)}  ${rate.toFixed(1)} samples/s`, { event: 'step', step, steps: totalSteps, epoch: epoch + 1, loss: jsonNumber(l), samples_per_s: round3(rate) });
       }
       if (!Number.isFinite(l) && firstNonFinite === undefined) {
         firstNonFinite = step;
@@ -319,8 +328,8 @@ export function registerTrain(program: Command): void {
       }
       if (run === runsPerEpoch) {
         const done = epoch + 1;
-        process.stdout.write(`epoch ${done}${o.epochs !== undefined ? `/${o.epochs}` : ''}: train loss ${mean(epochLosses).toFixed(4)} (mean of ${epochLosses.length} steps)\n`);
-        evaluate(`epoch ${done}`);
+        say(`epoch ${done}${o.epochs !== undefined ? `/${o.epochs}` : ''}: train loss ${mean(epochLosses).toFixed(4)} (mean of ${epochLosses.length} steps)`, { event: 'epoch', epoch: done, loss: jsonNumber(mean(epochLosses)), steps: epochLosses.length });
+        evaluate(`epoch ${done}`, done);
         epoch++;
         run = 0;
         epochLosses = [];
@@ -330,16 +339,27 @@ export function registerTrain(program: Command): void {
     }
     bar?.stop();
     if (lastEval !== step && remaining > 0) evaluate('end');
-    if (losses.length) {
-      const k = Math.max(1, Math.floor(losses.length / 10));
-      process.stdout.write(`loss ${mean(losses.slice(0, k)).toFixed(4)} -> ${mean(losses.slice(-k)).toFixed(4)} (mean of the first and last ${k} steps) in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    const trainSecs = (performance.now() - t0) / 1000;
+    const k = Math.max(1, Math.floor(losses.length / 10));
+    if (losses.length && !json) {
+      process.stdout.write(`loss ${mean(losses.slice(0, k)).toFixed(4)} -> ${mean(losses.slice(-k)).toFixed(4)} (mean of the first and last ${k} steps) in ${trainSecs.toFixed(1)} s\n`);
     }
     if (o.save) {
       const weights = trainer.stateDict();
       if (o.save.toLowerCase().endsWith('.onnx')) writeOnnxWithWeights(model, o.save, weights);
       // streamed tensor by tensor: no single string or buffer holds the whole file
       else saveWeights(o.save, weights, { metadata: { producer: 'tilegraph', model: g.name, steps: String(step), optimizer: opt.type } });
-      process.stdout.write(`weights written to ${o.save}\n`);
+      say(`weights written to ${o.save}`, { event: 'save', file: o.save });
+    }
+    if (json) {
+      emitEvent({
+        event: 'end',
+        ok: true,
+        steps: step,
+        trained_steps: losses.length,
+        ...(losses.length ? { first_loss: jsonNumber(mean(losses.slice(0, k))), last_loss: jsonNumber(mean(losses.slice(-k))), averaged_steps: k } : {}),
+        seconds: round3(trainSecs),
+      });
     }
   });
 }
