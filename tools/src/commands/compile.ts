@@ -20,6 +20,7 @@ export function registerCompile(program: Command): void {
     .option('--emit-cpp <dir>', 'write codelets.cpp, host.cpp and plan.json into this folder')
     .option('-o, --output <file>', 'build and write the executable (with its plan and initial state)')
     .option('--force', 'let --emit-cpp write into a folder that holds other files')
+    .option('--no-progress', 'no progress bar while the executable is built')
     .option('--json', 'print one JSON document: what was written, the target, the build time and whether the executable cache held it');
   cmd.action((model: string, o: Record<string, unknown>) => {
     const emit = o['emitCpp'] as string | undefined;
@@ -36,6 +37,7 @@ export function registerCompile(program: Command): void {
     const { module, options, pipeline, warnings, timings, timePasses } = buildStep(model, o);
     if (timePasses && timings.length && !json) process.stderr.write(formatTimings(timings) + '\n');
     stderrReporter().report(warnings);
+    if (o['progress'] === false) options.showCompilationProgressBar(false);
     const copts = compileOptionsFrom(options);
     const doc: Record<string, unknown> = { model: module.name, file: model, pipeline };
     if (timePasses) doc['timings'] = timings.map((t) => ({ pass: t.pass, ms: Math.round(t.ms * 1000) / 1000, ...(t.ops !== undefined ? { ops: t.ops } : {}) }));

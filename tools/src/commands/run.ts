@@ -141,6 +141,7 @@ interface RunFlags {
   output?: string;
   outputDir?: string;
   json?: boolean;
+  progress: boolean;
 }
 
 interface RunResult {
@@ -192,7 +193,7 @@ function runModel(model: string, o: RunFlags, args: readonly InputArg[]): RunRes
   const feeds = { ...syntheticFor(inputs, o.seed, o.intHigh), ...feedsFrom(arrays, inputs) };
   const weights = o.weights ? readWeightsFor(g, o.weights) : undefined;
   const t0 = performance.now();
-  const session = o.backend === 'ipu' ? inferenceModel(g, new Options().randomSeed(o.seed)) : undefined;
+  const session = o.backend === 'ipu' ? inferenceModel(g, new Options().randomSeed(o.seed).showCompilationProgressBar(o.progress)) : undefined;
   if (session && weights) session.loadStateDict(weights);
   const outputs = session ? session.run(feeds) : runGraph(g, feeds, { seed: o.seed, ...(weights ? { parameters: weights } : {}) }).outputs;
   if (session) stderrReporter().report(session.warnings);
@@ -279,7 +280,8 @@ export function registerRun(program: Command): void {
     .option('--seed <n>', 'seed of synthetic inputs and random ops', naturalInt, 0)
     .option('--int-high <n>', 'synthetic integer inputs are drawn from [0, n)', positiveInt, 2)
     .option('--backend <target>', 'reference (the IR interpreter) or ipu (compiled: the SDK if popc is on PATH, else the emulation); a .tgx runs as built', 'reference')
-    .option('--weights <file>', 'parameter values from a weights file (train --save: .safetensors or .json) instead of the initializers');
+    .option('--weights <file>', 'parameter values from a weights file (train --save: .safetensors or .json) instead of the initializers')
+    .option('--no-progress', 'no progress bar while the model is built (--backend ipu)');
   registerModelFlags(cmd, "size of the batch: symbolic batch dimensions (ONNX) or the `batch` parameter (.tg); default: the first input's first dimension");
   cmd.action(function (this: Command, model: string, o: RunFlags) {
       if (o.backend !== 'reference' && o.backend !== 'ipu') throw new UsageError(`--backend must be reference or ipu, got '${o.backend}'`);
