@@ -1,4 +1,4 @@
-export { generatePoplar } from './generate.js';
+export { generatePoplar, generatePoplarSteps } from './generate.js';
 export type { BuildPlan, GeneratedSources } from './generate.js';
 export type { GenerateOptions, PartialsType } from './context.js';
 export { DECOMPOSED_OPS, LOWERED_OPS } from './lower/index.js';

@@ -20,3 +20,4 @@ export * from './program.js';
 export * from './sharding.js';
 export * from './program-text.js';
 export * from './suggest.js';
+export * from './pausable.js';

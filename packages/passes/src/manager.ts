@@ -1,4 +1,4 @@
-import { Diagnostic, DiagnosticError, Graph, error, printGraph, verifyGraph } from '@tilegraph/ir';
+import { Diagnostic, DiagnosticError, Graph, Pausable, error, printGraph, verifyGraph, runToEnd } from '@tilegraph/ir';
 import { Pass, PassContext } from './pass.js';
 
 export interface PrintOptions {
@@ -70,6 +70,11 @@ export class PassManager<T = Graph> {
   }
 
   run(unit: T, options: Readonly<Record<string, unknown>> = {}): PipelineResult<T> {
+    return runToEnd(this.steps(unit, options));
+  }
+
+  /** run(), pausing after each pass (so an asynchronous compile lets the event loop run between passes). */
+  *steps(unit: T, options: Readonly<Record<string, unknown>> = {}): Pausable<PipelineResult<T>> {
     const ctx: PassContext = { options, diagnostics: [] };
     const dump = this.opts.dump ?? ((t: string) => process.stderr.write(t));
     const printOpts: PrintOptions = {
@@ -98,6 +103,7 @@ export class PassManager<T = Graph> {
       if (text !== undefined && (after.has(pass.name) || this.opts.printIrAfterAll || text !== before)) {
         dump(`// ----- IR after ${pass.name} -----\n${text}\n`);
       }
+      yield;
     }
     return { unit: u, timings, diagnostics: ctx.diagnostics };
   }

@@ -10,6 +10,7 @@ import {
   GraphBuilder,
   Module,
   Op,
+  Pausable,
   Tensor,
   Value,
   VariableRetrievalMode,
@@ -20,6 +21,7 @@ import {
   warning,
   execute,
   repeat,
+  runToEnd,
   seq,
   streamIn,
 } from '@tilegraph/ir';
@@ -439,10 +441,15 @@ export const TRAINING_PASSES: readonly Pass<TrainingState>[] = [
  * The input graph is not modified.
  */
 export function buildTrainingModule(forward: Graph, settings: StepSettings, optimizer: OptimizerSpec, pm: PassManagerOptions = {}): TrainingModule {
+  return runToEnd(buildTrainingModuleSteps(forward, settings, optimizer, pm));
+}
+
+/** buildTrainingModule, pausing after each pass. */
+export function* buildTrainingModuleSteps(forward: Graph, settings: StepSettings, optimizer: OptimizerSpec, pm: PassManagerOptions = {}): Pausable<TrainingModule> {
   checkSettings(settings);
   const strategy = settings.meanStrategy ?? defaultMeanStrategy(optimizer);
   const state: TrainingState = { name: forward.name, settings, optimizer, strategy, step: cloneGraph(forward, 'step').graph };
-  const { unit, timings, diagnostics } = new PassManager(TRAINING_PASSES, pm, TRAINING_UNIT).run(state);
+  const { unit, timings, diagnostics } = yield* new PassManager(TRAINING_PASSES, pm, TRAINING_UNIT).steps(state);
   return { module: unit.module!, lossOutput: unit.lossOutput!, trained: unit.trained!, strategy, timings, diagnostics, placement: unit.placement!, ...(unit.pipeline ? { pipeline: unit.pipeline } : {}) };
 }
 
@@ -505,6 +512,11 @@ function applyGrouping(variables: Map<string, import('@tilegraph/ir').VariableIn
  * passes (serialize-matmul) are appended to `diagnostics`.
  */
 export function buildInferenceModule(forward: Graph, settings: StepSettings, diagnostics: Diagnostic[] = [], out: { placement?: Placement; pipeline?: PipelineInfo } = {}): Module {
+  return runToEnd(buildInferenceModuleSteps(forward, settings, diagnostics, out));
+}
+
+/** buildInferenceModule, pausing between its stages. */
+export function* buildInferenceModuleSteps(forward: Graph, settings: StepSettings, diagnostics: Diagnostic[] = [], out: { placement?: Placement; pipeline?: PipelineInfo } = {}): Pausable<Module> {
   checkSettings(settings);
   if (settings.gradientAccumulation !== 1) {
     throw new DiagnosticError(error(`gradientAccumulation is ${settings.gradientAccumulation} but an inference model does not accumulate gradients`, undefined, ['set Training.gradientAccumulation(1) for inference']));
@@ -513,7 +525,11 @@ export function buildInferenceModule(forward: Graph, settings: StepSettings, dia
   const spec = settings.execution ?? DEFAULT_EXECUTION;
   out.placement = placeStages(placed, spec, diagnostics);
   const loop = decideLoop(spec, out.placement, settings.deviceIterations, 'inference', diagnostics);
-  const g = decomposeGraph(serializeMatMuls(placed, diagnostics).graph);
+  yield;
+  const serialized = serializeMatMuls(placed, diagnostics).graph;
+  yield;
+  const g = decomposeGraph(serialized);
+  yield;
   const inputs = g.inputs().map((o) => o.attrs['name'] as string);
   const graphs = new Map([['forward', g]]);
   const variables = collectVariables(graphs);

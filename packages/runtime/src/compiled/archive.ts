@@ -7,6 +7,7 @@ import { BackendFactory, BackendOptions } from '../session/backend.js';
 import { CompiledBackend, CompiledBackendOptions, ExecutableImage, compileModule, initialState, tensorBytes, tensorFromBytes } from './backend.js';
 import { publish, useEntry } from './build.js';
 import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, entryProblem, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
+import { driveAsync } from './drive.js';
 
 /**
  * Exported executables (PopTorch's compileAndExport / loadExecutable): one file holding the
@@ -172,6 +173,8 @@ export function loadExecutable(file: string, opts: { cacheDir?: string; warn?: (
     plan,
     image,
     backend: (o = {}) => new CompiledBackend(image, o),
-    factory: (_m, o) => new CompiledBackend(image, o),
+    factory: Object.assign((_m: Module, o: BackendOptions) => new CompiledBackend(image, o), {
+      startAsync: (_m: Module, o: BackendOptions, signal?: AbortSignal) => driveAsync(CompiledBackend.startSteps(image, o), signal),
+    }),
   };
 }

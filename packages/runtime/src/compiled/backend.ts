@@ -14,14 +14,17 @@ import {
   isInitSpec,
   materializeInit,
   numElements,
+  Pausable,
+  runToEnd,
   shapesEqual,
   shardOfTensor,
 } from '@tilegraph/ir';
-import { BuildPlan, GenerateOptions, generatePoplar } from '@tilegraph/codegen-poplar';
+import { BuildPlan, GenerateOptions, generatePoplarSteps } from '@tilegraph/codegen-poplar';
 import type { Options } from '@tilegraph/frontend';
 import { Backend, BackendFactory, BackendOptions } from '../session/backend.js';
-import { BuildOptions, BuiltExecutable, buildExecutable } from './build.js';
+import { BuildOptions, BuiltExecutable, buildExecutableSteps } from './build.js';
 import { ChildProcessError, SyncProcess } from './sync.js';
+import { Waiting, driveAsync, driveSync } from './drive.js';
 
 /**
  * The compiled backend: the Module's generated Poplar program, built for the SDK or the
@@ -118,12 +121,18 @@ function mixSeed(seed: number): number {
  * tensors (a sharded variable's replicas each take their part when it is loaded).
  */
 export function initialState(m: Module): Map<string, Tensor> {
+  return runToEnd(initialStateSteps(m));
+}
+
+/** initialState, pausing after each variable (drawing a large random initialisation takes a while). */
+export function* initialStateSteps(m: Module): Pausable<Map<string, Tensor>> {
   const out = new Map<string, Tensor>();
   for (const v of m.variables.values()) {
     const type = v.location?.sharded?.whole ?? v.type;
     let t = isInitSpec(v.init) ? materializeInit(v.init, type.dtype, type.shape) : (v.init as Tensor);
     if (t.dtype !== type.dtype) t = Tensor.from(type.dtype, type.shape, t.data);
     out.set(v.name, t);
+    yield;
   }
   return out;
 }
@@ -141,6 +150,12 @@ function asDiagnostic(e: unknown, what: string): never {
   throw e;
 }
 
+/** Options of a started executable. */
+export type StartOptions = BackendOptions & { stepTimeoutMs?: number; profileSummaryFile?: string };
+
+/** Set by startSteps: the constructor then leaves loading the initial state to it. */
+const deferLoad: unique symbol = Symbol('deferLoad');
+
 export class CompiledBackend implements Backend {
   readonly kind = 'compiled';
   readonly plan: BuildPlan;
@@ -150,9 +165,10 @@ export class CompiledBackend implements Backend {
   private readonly R: number;
   private readonly profileFile: string | undefined;
 
+  /** Starts the executable and loads its initial state (blocking until it is loaded). */
   constructor(
     readonly image: ExecutableImage,
-    opts: BackendOptions & { stepTimeoutMs?: number; profileSummaryFile?: string } = {},
+    opts: StartOptions = {},
   ) {
     this.profileFile = opts.profileSummaryFile;
     this.plan = image.plan;
@@ -160,24 +176,34 @@ export class CompiledBackend implements Backend {
     this.timeoutMs = opts.stepTimeoutMs ?? 10 * 60 * 1000;
     this.print = opts.print ?? ((l) => console.log(l));
     this.proc = new SyncProcess(image.executable, image.args, image.dir, opts.profileSummaryFile ? { ...process.env, POPLAR_HOST_PROFILE_SUMMARY: opts.profileSummaryFile } : undefined);
+    if (!(opts as { [deferLoad]?: boolean })[deferLoad]) driveSync(this.loadInitialState(opts.seed));
+  }
+
+  /** The constructor as Waiting work (see drive.ts). */
+  static *startSteps(image: ExecutableImage, opts: StartOptions = {}): Waiting<CompiledBackend> {
+    const b = new CompiledBackend(image, { ...opts, [deferLoad]: true } as StartOptions);
+    yield* b.loadInitialState(opts.seed);
+    return b;
+  }
+
+  private *loadInitialState(seed: number | undefined): Waiting<void> {
     try {
       for (const s of this.plan.state) {
         if (s.storage === 'transient') continue; // rebuilt by the program before every use
-        const t = image.initial.get(s.name);
+        const t = this.image.initial.get(s.name);
         if (!t) throw new DiagnosticError(error(`no initial value for '${s.name}'`));
         const shard = s.shard;
         if (shard) {
           const all = concatBytes(shard.rank.map((k) => tensorBytes(shardOfTensor(t, shard.parts, k))));
-          this.command([encoder.encode(`write ${s.handle} ${all.length}\n`), all], 'loading the weights');
-        } else this.writeAll(s.handle, tensorBytes(t), 'loading the weights');
+          yield* this.command([encoder.encode(`write ${s.handle} ${all.length}\n`), all], 'loading the weights');
+        } else yield* this.command(this.writeAllParts(s.handle, tensorBytes(t)), 'loading the weights');
       }
       if (this.plan.random) {
-        const seed = opts.seed ?? 0;
         const seeds = new Uint32Array(this.R);
-        for (let r = 0; r < this.R; r++) seeds[r] = mixSeed(seed + r * 0x9e3779b1);
-        this.command([encoder.encode(`write seed ${seeds.byteLength}\n`), new Uint8Array(seeds.buffer)], 'setting the random seed');
+        for (let r = 0; r < this.R; r++) seeds[r] = mixSeed((seed ?? 0) + r * 0x9e3779b1);
+        yield* this.command([encoder.encode(`write seed ${seeds.byteLength}\n`), new Uint8Array(seeds.buffer)], 'setting the random seed');
         const zero = new Uint8Array(4 * this.R);
-        this.command([encoder.encode(`write step ${zero.length}\n`), zero], 'setting the random seed');
+        yield* this.command([encoder.encode(`write step ${zero.length}\n`), zero], 'setting the random seed');
       }
     } catch (e) {
       this.proc.kill();
@@ -186,17 +212,27 @@ export class CompiledBackend implements Backend {
   }
 
   /** Generates, builds (or finds in the cache) and starts the executable for a module. */
-  static compile(module: Module, opts: CompiledBackendOptions & BackendOptions & { profileSummaryFile?: string } = {}): CompiledBackend {
-    const built = compileModule(module, opts);
-    return new CompiledBackend({ ...built, initial: initialState(module) }, opts);
+  static compile(module: Module, opts: CompiledBackendOptions & StartOptions = {}): CompiledBackend {
+    return driveSync(CompiledBackend.compileSteps(module, opts));
   }
 
-  private command(parts: Uint8Array[], what: string): { sizes: number[]; payload: Uint8Array } {
+  /** compile() as Waiting work (see drive.ts). */
+  static *compileSteps(module: Module, opts: CompiledBackendOptions & StartOptions = {}): Waiting<CompiledBackend> {
+    const built = yield* compileModuleSteps(module, opts);
+    const initial = yield* initialStateSteps(module);
+    return yield* CompiledBackend.startSteps({ ...built, initial }, opts);
+  }
+
+  private *command(parts: Uint8Array[], what: string): Waiting<{ sizes: number[]; payload: Uint8Array }> {
     try {
-      return this.proc.request(parts, this.timeoutMs);
+      return yield* this.proc.requestSteps(parts, this.timeoutMs);
     } catch (e) {
       asDiagnostic(e, `the compiled program failed while ${what}`);
     }
+  }
+
+  private commandSync(parts: Uint8Array[], what: string): { sizes: number[]; payload: Uint8Array } {
+    return driveSync(this.command(parts, what));
   }
 
   /**
@@ -209,10 +245,10 @@ export class CompiledBackend implements Backend {
     return fs.readFileSync(this.profileFile, 'utf8');
   }
 
-  /** Writes the same value to every replica. */
-  private writeAll(handle: string, one: Uint8Array, what: string): void {
+  /** The command writing the same value to every replica. */
+  private writeAllParts(handle: string, one: Uint8Array): Uint8Array[] {
     const all = concatBytes(Array.from({ length: this.R }, () => one));
-    this.command([encoder.encode(`write ${handle} ${all.length}\n`), all], what);
+    return [encoder.encode(`write ${handle} ${all.length}\n`), all];
   }
 
   private stateInfo(name: string) {
@@ -223,6 +259,15 @@ export class CompiledBackend implements Backend {
   }
 
   run(streams: Readonly<Record<string, readonly Tensor[]>>): Record<string, Tensor[]> {
+    return driveSync(this.runSteps(streams));
+  }
+
+  /** run() without blocking the event loop while the executable computes. */
+  runAsync(streams: Readonly<Record<string, readonly Tensor[]>>): Promise<Record<string, Tensor[]>> {
+    return driveAsync(this.runSteps(streams));
+  }
+
+  private *runSteps(streams: Readonly<Record<string, readonly Tensor[]>>): Waiting<Record<string, Tensor[]>> {
     const R = this.R;
     const sizes: number[] = [];
     const payloads: Uint8Array[] = [];
@@ -247,7 +292,7 @@ export class CompiledBackend implements Backend {
       sizes.push(all.length);
       payloads.push(all);
     }
-    const answer = this.command([encoder.encode(`run ${sizes.join(' ')}`.trimEnd() + '\n'), ...payloads], 'running a step');
+    const answer = yield* this.command([encoder.encode(`run ${sizes.join(' ')}`.trimEnd() + '\n'), ...payloads], 'running a step');
     if (answer.sizes.length !== this.plan.outputs.length) {
       throw new DiagnosticError(error(`the executable returned ${answer.sizes.length} streams but the plan has ${this.plan.outputs.length}`));
     }
@@ -305,7 +350,7 @@ export class CompiledBackend implements Backend {
 
   read(name: string): Tensor[] {
     const s = this.stateInfo(name);
-    const a = this.command([encoder.encode(`read ${s.handle}\n`)], `reading '${name}'`);
+    const a = this.commandSync([encoder.encode(`read ${s.handle}\n`)], `reading '${name}'`);
     return Array.from({ length: this.R }, (_, r) => tensorFromBytes(s.dtype, s.shape, a.payload.subarray(r * s.bytes, (r + 1) * s.bytes)));
   }
 
@@ -315,16 +360,16 @@ export class CompiledBackend implements Backend {
       throw new DiagnosticError(error(`'${name}' is ${formatType(s)}; cannot write ${value.dtype}${formatShape(value.shape)}`));
     }
     if (!replicas) {
-      this.writeAll(s.handle, tensorBytes(value), `writing '${name}'`);
+      this.commandSync(this.writeAllParts(s.handle, tensorBytes(value)), `writing '${name}'`);
       return;
     }
     const current = this.read(name);
     for (const r of replicas) current[r] = value;
     const all = concatBytes(current.map(tensorBytes));
-    this.command([encoder.encode(`write ${s.handle} ${all.length}\n`), all], `writing '${name}'`);
+    this.commandSync([encoder.encode(`write ${s.handle} ${all.length}\n`), all], `writing '${name}'`);
   }
 
-  /** Stops the executable. */
+  /** Stops the executable (at once if a request is waiting for its answer). */
   dispose(): void {
     this.proc.close();
   }
@@ -332,13 +377,21 @@ export class CompiledBackend implements Backend {
 
 /** Generates and builds the executable of a module (through the cache). */
 export function compileModule(module: Module, opts: CompiledBackendOptions = {}): BuiltExecutable {
-  const sources = generatePoplar(module, opts);
-  return buildExecutable(sources, opts);
+  return driveSync(compileModuleSteps(module, opts));
 }
 
-/** A backend factory running modules compiled with the given options. */
+/** compileModule as Waiting work: pauses between the stages of code generation, waits for the build. */
+export function* compileModuleSteps(module: Module, opts: CompiledBackendOptions = {}): Waiting<BuiltExecutable> {
+  const sources = yield* generatePoplarSteps(module, opts);
+  yield;
+  return yield* buildExecutableSteps(sources, opts);
+}
+
+/** A backend factory running modules compiled with the given options (startAsync builds without blocking). */
 export function compiledBackendWith(opts: CompiledBackendOptions = {}): BackendFactory {
-  return (module, bopts) => CompiledBackend.compile(module, { ...opts, ...bopts });
+  return Object.assign((module: Module, bopts: BackendOptions) => CompiledBackend.compile(module, { ...opts, ...bopts }), {
+    startAsync: (module: Module, bopts: BackendOptions, signal?: AbortSignal) => driveAsync(CompiledBackend.compileSteps(module, { ...opts, ...bopts }), signal),
+  });
 }
 
 /** The compiled backend with default options (the emulation unless popc is on PATH). */

@@ -6,7 +6,8 @@ import cliProgress from 'cli-progress';
 import { DiagnosticError, error } from '@tilegraph/ir';
 import { safeFileName } from '@tilegraph/codegen-poplar';
 import type { BuildPlan, GeneratedSources } from '@tilegraph/codegen-poplar';
-import { Job, JobFailure, runJobsSync } from './sync.js';
+import { Job, JobFailure, runJobs } from './sync.js';
+import { Waiting, driveSync } from './drive.js';
 import { Toolchain, findToolchain } from './toolchain.js';
 import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
@@ -168,11 +169,11 @@ function progressBar(total: number, title: string, show: boolean): Progress {
 }
 
 /** Runs the stages of a build; throws a diagnostic with the compiler output on failure. */
-function runBuild(stages: Job[][], what: string, dir: string, opts: BuildOptions, title: string): void {
+function* runBuild(stages: Job[][], what: string, dir: string, opts: BuildOptions, title: string): Waiting<void> {
   const total = stages.reduce((n, s) => n + s.length, 0);
   const bar = progressBar(total, title, opts.showProgress ?? true);
   try {
-    const f = runJobsSync(stages, {
+    const f = yield* runJobs(stages, {
       // if this process dies mid-build, the runner kills the compilers and removes the folder
       cleanup: process.env['TILEGRAPH_DEBUG'] ? undefined : dir,
       parallel: Math.max(1, Math.min(os.cpus().length, 4)),
@@ -187,7 +188,7 @@ function runBuild(stages: Job[][], what: string, dir: string, opts: BuildOptions
 }
 
 /** libpoplar_host.a for this toolchain, built once into the cache (checked before every link). */
-function emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDir: string, opts: BuildOptions, warn: (msg: string) => void): { dir: string; lib: string } {
+function* emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDir: string, opts: BuildOptions, warn: (msg: string) => void): Waiting<{ dir: string; lib: string }> {
   const final = path.join(cacheDir, `poplar-host-${t.version.slice(0, 24)}`);
   const lib = path.join(final, 'lib', 'libpoplar_host.a');
   const expect: EntryExpectation = { kind: 'library', key: t.version, present: ['lib/libpoplar_host.a'] };
@@ -207,7 +208,7 @@ function emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDir
     }));
     const objects = sources.map((f) => path.join(tmp, 'obj', f.replace(/\.cpp$/, '.o')));
     const archive: Job = { cmd: 'ar', args: ['rcs', path.join(tmp, 'lib', 'libpoplar_host.a'), ...objects], cwd: tmp, label: 'libpoplar_host.a' };
-    runBuild([compile, [archive]], 'building the Poplar emulation library', tmp, opts, 'poplar-host');
+    yield* runBuild([compile, [archive]], 'building the Poplar emulation library', tmp, opts, 'poplar-host');
     fs.rmSync(path.join(tmp, 'obj'), { recursive: true, force: true });
     sealEntry(tmp, { kind: 'library', key: t.version, compiler: t.cxx, flags: COMPILE_FLAGS.library });
     publish(tmp, final, (d) => entryProblem(d, expect));
@@ -259,6 +260,11 @@ function cacheFolder(opts: BuildOptions): string {
 
 /** Builds (or finds in the cache) the executable for generated sources. */
 export function buildExecutable(sources: GeneratedSources, opts: BuildOptions = {}): BuiltExecutable {
+  return driveSync(buildExecutableSteps(sources, opts));
+}
+
+/** buildExecutable as Waiting work (see drive.ts). */
+export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOptions = {}): Waiting<BuiltExecutable> {
   let t: Toolchain;
   try {
     t = findToolchain(opts.toolchain ?? 'auto');
@@ -285,7 +291,7 @@ export function buildExecutable(sources: GeneratedSources, opts: BuildOptions = 
   if (useEntry(final, expect, 'executable', warn)) return result(true);
   sweep(cacheDir);
 
-  const lib = t.kind === 'emulation' ? emulationLibrary(t, cacheDir, opts, warn) : undefined;
+  const lib = t.kind === 'emulation' ? yield* emulationLibrary(t, cacheDir, opts, warn) : undefined;
   const tmp = tempDir(cacheDir, key);
   try {
     for (const [name, text] of Object.entries(sources.files)) fs.writeFileSync(path.join(tmp, name), text);
@@ -317,7 +323,7 @@ export function buildExecutable(sources: GeneratedSources, opts: BuildOptions = 
         [{ cmd: t.cxx, args: [out('host.o'), out('codelets.o'), out('codelets_registry.o'), lib!.lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }],
       ];
     }
-    runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling');
+    yield* runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling');
     for (const f of fs.readdirSync(tmp)) if (f.endsWith('.o')) fs.rmSync(path.join(tmp, f));
     sealEntry(tmp, { kind: 'executable', module: sources.plan.module, key, toolchain: t.kind, toolchainVersion: t.version, flags: COMPILE_FLAGS });
     publish(tmp, final, (d) => entryProblem(d, expect));

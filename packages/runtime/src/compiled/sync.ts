@@ -1,10 +1,11 @@
 import { MessageChannel, MessagePort, Worker, receiveMessageOnPort } from 'node:worker_threads';
+import { Waiting, driveSync } from './drive.js';
 
 /**
- * Synchronous control of child processes. Sessions run steps synchronously (Backend.run returns
- * its outputs), so the compiled backend and the build driver talk to child processes from a
- * worker thread while the calling thread waits on a shared counter with a timeout: the caller
- * blocks, but never without a deadline, and a dead or silent child surfaces as an error.
+ * Control of child processes with deadlines. The compiled backend and the build driver talk to
+ * child processes from a worker thread while the calling thread waits on a shared counter with a
+ * timeout — blocking (compile(), run()) or awaiting it (compileAsync(), runAsync()), see drive.ts —
+ * never without a deadline, and a dead or silent child surfaces as an error.
  */
 
 /**
@@ -157,6 +158,7 @@ if (workerData.mode === 'jobs') {
   // by a line "ok n1 n2 ...\n" followed by n1 + n2 + ... bytes
   const child = spawn(workerData.cmd, workerData.args, { cwd: workerData.cwd, stdio: ['pipe', 'pipe', 'pipe'], env: workerData.env || process.env });
   Atomics.store(signal, 1, child.pid || -1);
+  Atomics.notify(signal, 1);
   let chunks = [];
   let size = 0;
   let stderr = '';
@@ -221,8 +223,8 @@ function startWorker(data: Record<string, unknown>): Channel {
   return { worker, port: port2, signal };
 }
 
-/** Waits for the next message from the worker, or undefined after `timeoutMs`. */
-function nextMessage(ch: Channel, deadline: number, tick?: () => void): Record<string, unknown> | undefined {
+/** Waits for the next message from the worker, or undefined once `deadline` has passed. */
+function* nextMessage(ch: Channel, deadline: number, tick?: () => void): Waiting<Record<string, unknown> | undefined> {
   for (;;) {
     const m = receiveMessageOnPort(ch.port);
     if (m) return m.message as Record<string, unknown>;
@@ -231,7 +233,7 @@ function nextMessage(ch: Channel, deadline: number, tick?: () => void): Record<s
     const seen = Atomics.load(ch.signal, 0);
     const again = receiveMessageOnPort(ch.port);
     if (again) return again.message as Record<string, unknown>;
-    Atomics.wait(ch.signal, 0, seen, Math.min(deadline - now, tick ? 200 : 60_000));
+    yield { signal: ch.signal, seen, timeoutMs: Math.min(deadline - now, tick ? 200 : 60_000) };
     tick?.();
   }
 }
@@ -253,47 +255,53 @@ export interface JobFailure {
   readonly stderr: string;
 }
 
+export interface JobsOptions {
+  parallel: number;
+  timeoutMs: number;
+  onProgress?: (label: string) => void;
+  tick?: () => void;
+  /** A folder removed if this process dies before the jobs finish (the build folder). */
+  cleanup?: string;
+}
+
 /**
  * Runs stages of commands (the commands of a stage in parallel), calling `onProgress` after each
  * finished command and `tick` while waiting. Returns the first failure, if any. The commands never
- * outlive this process (see RUNNER_SOURCE).
+ * outlive this process (see RUNNER_SOURCE); abandoned midway (an error thrown into the wait), the
+ * worker is ended, so the runner kills the commands and removes the `cleanup` folder.
  */
-export function runJobsSync(
-  stages: readonly (readonly Job[])[],
-  opts: {
-    parallel: number;
-    timeoutMs: number;
-    onProgress?: (label: string) => void;
-    tick?: () => void;
-    /** A folder removed if this process dies before the jobs finish (the build folder). */
-    cleanup?: string;
-  },
-): JobFailure | undefined {
+export function* runJobs(stages: readonly (readonly Job[])[], opts: JobsOptions): Waiting<JobFailure | undefined> {
   const ch = startWorker({ mode: 'jobs', stages, parallel: opts.parallel, runner: RUNNER_SOURCE, ...(opts.cleanup ? { cleanup: opts.cleanup } : {}) });
   const deadline = Date.now() + opts.timeoutMs;
+  // stops the commands still running (answered once they have all exited)
+  function* killAll(): Waiting<void> {
+    ch.worker.postMessage({ type: 'kill' });
+    const until = Date.now() + 5000;
+    for (let k = yield* nextMessage(ch, until); k && k['type'] !== 'killed'; k = yield* nextMessage(ch, until));
+  }
   try {
     for (;;) {
-      const m = nextMessage(ch, deadline, opts.tick);
+      const m = yield* nextMessage(ch, deadline, opts.tick);
       if (!m) {
-        // stop the compilers still running before giving up
-        ch.worker.postMessage({ type: 'kill' });
-        const until = Date.now() + 5000;
-        for (let k = nextMessage(ch, until); k && k['type'] !== 'killed'; k = nextMessage(ch, until));
+        yield* killAll();
         return { job: stages.flat()[0]!, code: null, signal: null, stdout: '', stderr: `the build did not finish within ${Math.round(opts.timeoutMs / 1000)} s` };
       }
       if (m['type'] === 'progress') opts.onProgress?.(m['label'] as string);
       else if (m['type'] === 'done') return undefined;
       else if (m['type'] === 'error') {
         // the other commands of the stage are of no use now
-        ch.worker.postMessage({ type: 'kill' });
-        const until = Date.now() + 5000;
-        for (let k = nextMessage(ch, until); k && k['type'] !== 'killed'; k = nextMessage(ch, until));
+        yield* killAll();
         return m as unknown as JobFailure;
       }
     }
   } finally {
     void ch.worker.terminate();
   }
+}
+
+/** runJobs, blocking the calling thread until the jobs end. */
+export function runJobsSync(stages: readonly (readonly Job[])[], opts: JobsOptions): JobFailure | undefined {
+  return driveSync(runJobs(stages, opts));
 }
 
 export class ChildProcessError extends Error {
@@ -311,13 +319,16 @@ const live = new Set<SyncProcess>();
 let exitHook = false;
 
 /**
- * A long-lived child process spoken to synchronously: request() writes a command and waits (with
- * a deadline) for its answer. The child is killed on timeouts and when this process exits.
+ * A long-lived child process answering requests: request() writes a command and waits (with a
+ * deadline) for its answer; requestSteps() is the same for driveAsync. One request at a time. The
+ * child is killed on timeouts and when this process exits.
  */
 export class SyncProcess {
   private readonly ch: Channel;
   private closed = false;
   private stderrTail = '';
+  /** A request is waiting for its answer (a second one would take the first one's answer). */
+  private waiting = false;
 
   constructor(cmd: string, args: readonly string[], cwd: string, env?: Readonly<Record<string, string | undefined>>) {
     this.ch = startWorker({ mode: 'process', cmd, args, cwd, env });
@@ -345,15 +356,31 @@ export class SyncProcess {
    * else, or does not answer within `timeoutMs`.
    */
   request(parts: readonly Uint8Array[], timeoutMs: number): { sizes: number[]; payload: Uint8Array } {
+    return driveSync(this.requestSteps(parts, timeoutMs));
+  }
+
+  /** request() as Waiting work. Abandoned while it waits (an error thrown in), it kills the child, whose state is then unknown. */
+  *requestSteps(parts: readonly Uint8Array[], timeoutMs: number): Waiting<{ sizes: number[]; payload: Uint8Array }> {
     if (this.closed) throw new ChildProcessError('the executable is no longer running', this.stderrTail, null);
+    if (this.waiting) throw new Error('internal error: a request to the executable was made while another one waits for its answer');
     const copies = parts.map((p) => p.slice());
     this.ch.worker.postMessage({ parts: copies, expectAnswer: true }, copies.map((c) => c.buffer));
     const deadline = Date.now() + timeoutMs;
-    const m = nextMessage(this.ch, deadline);
+    let m: Record<string, unknown> | undefined;
+    this.waiting = true;
+    try {
+      m = yield* nextMessage(this.ch, deadline);
+    } catch (e) {
+      this.kill();
+      this.finish();
+      throw e;
+    } finally {
+      this.waiting = false;
+    }
     if (!m) {
       this.kill();
       // the worker reports the exit with the child's stderr
-      const after = nextMessage(this.ch, Date.now() + 5000);
+      const after = yield* nextMessage(this.ch, Date.now() + 5000);
       this.finish();
       const stderr = (after?.['stderr'] as string | undefined) ?? '';
       this.stderrTail = stderr;
@@ -375,11 +402,16 @@ export class SyncProcess {
   /** Sends "quit" and waits briefly for the child to exit; kills it otherwise. */
   close(timeoutMs = 10_000): void {
     if (this.closed) return;
+    // while a request waits, "quit" would be read as its answer's successor: stop the child instead
+    if (this.waiting) {
+      this.kill();
+      return;
+    }
     const quit = new TextEncoder().encode('quit\n');
     this.ch.worker.postMessage({ parts: [quit], expectAnswer: false, end: true }, [quit.buffer]);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const m = nextMessage(this.ch, deadline);
+      const m = driveSync(nextMessage(this.ch, deadline));
       if (!m) {
         this.kill();
         break;
@@ -390,8 +422,11 @@ export class SyncProcess {
   }
 
   kill(): void {
+    if (this.closed) return;
+    // the worker may not have started the child yet: its pid comes within moments
+    if (Atomics.load(this.ch.signal, 1) === 0) Atomics.wait(this.ch.signal, 1, 0, 5000);
     const pid = this.pid;
-    if (pid > 0 && !this.closed) {
+    if (pid > 0) {
       try {
         process.kill(pid, 'SIGKILL');
       } catch {

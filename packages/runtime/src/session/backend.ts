@@ -13,6 +13,10 @@ export interface Backend {
   read(name: string): Tensor[];
   /** Writes a parameter or variable on the given replicas (all when omitted). */
   write(name: string, value: Tensor, replicas?: readonly number[]): void;
+  /** run() without blocking the event loop (backends that wait on another process); sessions fall back to run(). */
+  runAsync?(streams: Readonly<Record<string, readonly Tensor[]>>): Promise<Record<string, Tensor[]>>;
+  /** Ends what the backend holds (its process); it is not used afterwards. */
+  dispose?(): void;
 }
 
 export interface BackendOptions {
@@ -37,6 +41,13 @@ export class ReferenceBackend implements Backend {
   }
 }
 
-export type BackendFactory = (module: Module, opts: BackendOptions) => Backend;
+export type BackendFactory = ((module: Module, opts: BackendOptions) => Backend) & {
+  /**
+   * Starts the backend without blocking the event loop (a build, the executable loading its
+   * weights); `signal` abandons the start and stops what it started. Without it, compileAsync
+   * calls the factory itself.
+   */
+  readonly startAsync?: (module: Module, opts: BackendOptions, signal?: AbortSignal) => Promise<Backend>;
+};
 
 export const referenceBackend: BackendFactory = (m, o) => new ReferenceBackend(m, o);

@@ -4,8 +4,8 @@ import {
   Graph,
   Module,
   Tensor,
+  TensorType,
   VariableInfo,
-  VariableRetrievalMode as IrRetrieval,
   Diagnostic,
   allocData,
   cloneGraph,
@@ -21,32 +21,14 @@ import {
   shapesEqual,
   shardOfTensor,
 } from '@tilegraph/ir';
-import { AutoStage, CommGroupType, ExecutionStrategy, Options, OptionsError, OutputMode, PhasedExecution, PipelinedExecution, ReductionType, MeanReductionStrategy, ShardedExecution, Stage, VariableRetrievalMode } from '@tilegraph/frontend';
-import {
-  MeanReductionStrategy as StepStrategy,
-  OptimizerSpec,
-  PassManagerOptions,
-  PassTiming,
-  RecomputationMode,
-  ReplicaGroupingSetting,
-  StepSettings,
-  TensorLocations,
-  buildInferenceModule,
-  buildTrainingModule,
-  updateHyper,
-  ExecutionSpec,
-  StageSpec,
-} from '@tilegraph/passes';
-import { Backend, BackendFactory } from './backend.js';
+import { Options, OutputMode } from '@tilegraph/frontend';
+import { OptimizerSpec, PassManagerOptions, PassTiming, StepSettings, buildInferenceModuleSteps, buildTrainingModuleSteps, updateHyper } from '@tilegraph/passes';
+import { Backend, BackendFactory, BackendOptions } from './backend.js';
 import { compiledBackendFor } from '../compiled/backend.js';
+import { Waiting, driveAsync, driveSync } from '../compiled/drive.js';
 import { OutputSelection, RunLayout, microBatchesPerRun, selectOutputs, splitBatch, streamForReplicas } from './io.js';
-
-/** Per-weight replica grouping, as PopTorch's `per_replica_params`: (CommGroupType, shards, VariableRetrievalMode). */
-export interface WeightGrouping {
-  readonly type: CommGroupType;
-  readonly shards: number;
-  readonly retrieval?: VariableRetrievalMode;
-}
+import { RunInputs, runInputTensors } from './inputs.js';
+import { WeightGrouping, asDiagnostic, commGroup, stepSettingsFrom } from './settings.js';
 
 export interface ExecutorSettings {
   /** Weight name → replica grouping. */
@@ -62,101 +44,16 @@ export interface ExecutorSettings {
   readonly passes?: PassManagerOptions;
 }
 
-function commGroup(type: CommGroupType, size: number): CommGroup {
-  switch (type) {
-    case CommGroupType.All:
-      return { type: 'all', size: 0 };
-    case CommGroupType.Consecutive:
-      return { type: 'consecutive', size };
-    case CommGroupType.Orthogonal:
-      return { type: 'orthogonal', size };
-    case CommGroupType.NoGrouping:
-      return { type: 'none', size: 1 };
-  }
-}
-
-function retrievalMode(m: VariableRetrievalMode | undefined): IrRetrieval {
-  return m === VariableRetrievalMode.AllReplicas ? 'all_replicas' : 'one_per_group';
-}
-
-/**
- * What the step is built for, from PopTorch-style Options (and per-weight replica grouping): the
- * one translation sessions and the command line share.
- */
-export function stepSettingsFrom(o: Options, replicaGrouping: Readonly<Record<string, WeightGrouping>> = {}): StepSettings {
-  const grouping = new Map<string, ReplicaGroupingSetting>();
-  for (const [name, g] of Object.entries(replicaGrouping)) {
-    grouping.set(name, { group: commGroup(g.type, g.shards), retrieval: retrievalMode(g.retrieval) });
-  }
-  const strategy = o.Training.mean_strategy_explicit
-    ? ({ [MeanReductionStrategy.Running]: 'running', [MeanReductionStrategy.Post]: 'post', [MeanReductionStrategy.PostAndLoss]: 'postandloss' } as const)[
-        o.Training.mean_accumulation_and_replication_reduction_strategy
-      ]
-    : undefined;
-  return {
-    deviceIterations: o.device_iterations,
-    replicationFactor: o.replication_factor,
-    gradientAccumulation: o.Training.gradient_accumulation,
-    reduction: o.Training.accumulation_and_replication_reduction_type === ReductionType.Sum ? 'sum' : 'mean',
-    ...(strategy ? { meanStrategy: strategy as StepStrategy } : {}),
-    replicaGrouping: grouping,
-    // RecomputationType members are PopART's names; the step settings use them lower-cased
-    recomputation: o.auto_recomputation.toLowerCase() as RecomputationMode,
-    ...tensorLocationsFrom(o),
-    execution: executionSpecFrom(o.execution_strategy),
-  };
-}
-
-/** setExecutionStrategy(...) as the placement pass reads it. */
-export function executionSpecFrom(st: ExecutionStrategy): ExecutionSpec {
-  const stageSpec = (s: Stage): StageSpec => (s.ipu_id === undefined ? { blocks: [...s.blocks] } : { blocks: [...s.blocks], ipu: s.ipu_id });
-  if (st instanceof PipelinedExecution) {
-    return {
-      kind: st instanceof ShardedExecution ? 'sharded' : 'pipelined',
-      autoStage: st.auto_stage === AutoStage.AutoIncrement ? 'auto_increment' : 'same_as_ipu',
-      stages: st.stages.map(stageSpec),
-      blockIpus: Object.fromEntries(st.auto_stage_ipus),
-      describe: st.describe(),
-    };
-  }
-  const phased = st as PhasedExecution;
-  const liveness = ({ AlwaysLive: 'always_live', OffChipAfterFwd: 'off_chip_after_fwd', OffChipAfterFwdNoOverlap: 'off_chip_after_fwd_no_overlap', OffChipAfterEachPhase: 'off_chip_after_each_phase' } as const)[phased.tensors_liveness];
-  return {
-    kind: phased.type === 'SerialPhasedExecution' ? 'serial_phased' : 'parallel_phased',
-    autoStage: 'same_as_ipu',
-    stages: [],
-    phases: phased.phases.map((p) => ({ stages: p.stages.map(stageSpec) })),
-    separateBackwardPhase: phased.separate_backward_phase,
-    liveness,
-    describe: phased.describe(),
-  };
-}
-
-/** opts.TensorLocations as the step settings take it (only the classes that were set). */
-function tensorLocationsFrom(o: Options): { tensorLocations?: TensorLocations } {
-  const l = o.TensorLocations;
-  const out: { -readonly [K in keyof TensorLocations]: TensorLocations[K] } = {};
-  if (l.location_activation) out.activation = l.location_activation;
-  if (l.location_weight) out.weight = l.location_weight;
-  if (l.location_optimizer) out.optimizer = l.location_optimizer;
-  if (l.location_accumulator) out.accumulator = l.location_accumulator;
-  return Object.keys(out).length ? { tensorLocations: out } : {};
-}
-
-/** Rethrows an option problem as a diagnostic, so tools print it like every other error. */
-function asDiagnostic<T>(f: () => T): T {
-  try {
-    return f();
-  } catch (e) {
-    if (e instanceof OptionsError) throw new DiagnosticError(error(e.message));
-    throw e;
-  }
-}
-
 /**
  * A model prepared for the device, like PopTorch's PoplarExecutor: compiled on first use,
  * run with host tensors whose first dimension holds all the micro-batches of one run, with a host
  * copy of the weights kept in step with the device.
+ *
+ * compile() and run() block until they are done, as in PopTorch; compileAsync() and runAsync() do
+ * the same without blocking the event loop. One call at a time: a call made while compileAsync()
+ * or runAsync() is under way throws instead of waiting for it (await it first). dispose() ends the
+ * executable's process; a model not disposed does not keep Node running, and its process is
+ * stopped when Node exits.
  */
 export abstract class PoplarExecutor {
   abstract readonly kind: 'training' | 'inference';
@@ -177,6 +74,11 @@ export abstract class PoplarExecutor {
   /** The options that shape the compiled step, as they were at compilation. */
   private compiledWith: Record<string, unknown> | undefined;
   protected runs = 0;
+  /** The asynchronous call under way ('runAsync()', ...), during which other calls are refused. */
+  private inFlight: string | undefined;
+  /** Abandons an asynchronous compile (and stops its build) when the model is disposed. */
+  private abortStart: AbortController | undefined;
+  private disposed = false;
 
   constructor(model: Graph, options: Options, settings: ExecutorSettings = {}) {
     this.model = model;
@@ -184,7 +86,8 @@ export abstract class PoplarExecutor {
     this.settings = settings;
   }
 
-  protected abstract buildModule(step: StepSettings): Module;
+  /** Builds the step's Module, pausing between passes (see compiled/drive.ts). */
+  protected abstract buildModule(step: StepSettings): Waiting<Module>;
   /** The graph whose outputs a run returns. */
   protected abstract get outputGraph(): string;
 
@@ -200,9 +103,14 @@ export abstract class PoplarExecutor {
     return this.module !== undefined;
   }
 
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
   /** The compiled module (compiling first if needed): for dumps and tests. */
   compiledModule(): Module {
-    this.compile();
+    this.usable('compiledModule');
+    this.ensureCompiled();
     return this.module!;
   }
 
@@ -210,9 +118,56 @@ export abstract class PoplarExecutor {
     return stepSettingsFrom(this.options, this.settings.replicaGrouping);
   }
 
+  /**
+   * Refuses calls on a disposed model, and calls made while an asynchronous one is under way
+   * (they would interleave with its requests to the executable).
+   */
+  protected usable(what: string): void {
+    if (this.disposed) throw disposedError(what);
+    if (this.inFlight) {
+      throw new DiagnosticError(error(`${what}: ${this.inFlight} on this model has not finished`, undefined, [`await it before calling ${what} (one call at a time per model)`]));
+    }
+  }
+
   /** Builds the step and loads it on the backend. Later calls do nothing. */
   compile(): void {
+    this.usable('compile');
+    this.ensureCompiled();
+  }
+
+  /** compile() without blocking the event loop: the build and the executable's start are awaited, the passes and code generation pause between stages. */
+  async compileAsync(): Promise<void> {
+    this.usable('compileAsync');
+    await this.oneAtATime('compileAsync()', () => this.ensureCompiledAsync());
+  }
+
+  private ensureCompiled(): void {
     if (this.module) return;
+    const module = driveSync(this.prepareModule());
+    this.attach(module, this.backendFactory()(module, this.backendOptions()));
+  }
+
+  private async ensureCompiledAsync(): Promise<void> {
+    if (this.module) return;
+    const abort = new AbortController();
+    this.abortStart = abort;
+    try {
+      const module = await driveAsync(this.prepareModule(), abort.signal);
+      const factory = this.backendFactory();
+      const backend = factory.startAsync ? await factory.startAsync(module, this.backendOptions(), abort.signal) : factory(module, this.backendOptions());
+      if (this.disposed) {
+        // disposed just as the start finished: nothing may keep the new process
+        backend.dispose?.();
+        throw disposedError('compileAsync');
+      }
+      this.attach(module, backend);
+    } finally {
+      this.abortStart = undefined;
+    }
+  }
+
+  /** What compile() does before the backend starts: the options' checks and the compile passes. */
+  private *prepareModule(): Waiting<Module> {
     const problems = asDiagnostic(() => this.options.validateFor(this.kind));
     this.warnings = problems.map((p) => warning(`${p.option}: ${p.message}`));
     if (this.kind === 'training' && this.options.Training.automatic_loss_scaling) {
@@ -223,17 +178,60 @@ export abstract class PoplarExecutor {
       );
     }
     const step = this.stepSettings();
-    const module = this.buildModule(step);
+    yield;
+    return yield* this.buildModule(step);
+  }
+
+  private backendFactory(): BackendFactory {
+    return this.settings.backend ?? compiledBackendFor(this.options);
+  }
+
+  private backendOptions(): BackendOptions {
     const seed = this.options.random_seed;
-    // set only once the backend exists, so a failed start is retried rather than half-compiled
-    this.backend = (this.settings.backend ?? compiledBackendFor(this.options))(module, {
-      ...(seed !== undefined ? { seed } : {}),
-      ...(this.settings.print ? { print: this.settings.print } : {}),
-    });
+    return { ...(seed !== undefined ? { seed } : {}), ...(this.settings.print ? { print: this.settings.print } : {}) };
+  }
+
+  /** Takes a started backend into use. Only here is the model compiled, so a failed start is retried rather than half-compiled. */
+  private attach(module: Module, backend: Backend): void {
+    this.backend = backend;
     this.module = module;
     for (const [name, t] of this.host) this.writeToDevice(name, t);
     this.hostDirty = false;
     this.compiledWith = compiledOptions(this.options);
+  }
+
+  /** Runs `f` as the one call under way; if the model is disposed meanwhile, it fails with that. */
+  private async oneAtATime<T>(what: string, f: () => Promise<T>): Promise<T> {
+    this.inFlight = what;
+    try {
+      const r = await f();
+      if (this.disposed) throw disposedError(what);
+      return r;
+    } catch (e) {
+      // what failed (a killed process, an abandoned build) follows from the dispose
+      if (this.disposed) throw disposedError(what);
+      throw e;
+    } finally {
+      this.inFlight = undefined;
+    }
+  }
+
+  /**
+   * Ends the executable's process and its worker and drops the compiled step, the host copy of
+   * the weights and the anchors. A compileAsync() or runAsync() under way is abandoned (a build in
+   * progress is stopped) and rejects with an error saying the model was disposed, as every later
+   * call does. Calling dispose() again does nothing.
+   */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.abortStart?.abort(disposedError('compileAsync'));
+    const backend = this.backend;
+    this.backend = undefined;
+    this.module = undefined;
+    this.host.clear();
+    this.anchors.clear();
+    backend?.dispose?.();
   }
 
   /** The options the step was compiled with must still hold: the program's loops and the host layout follow them. */
@@ -265,34 +263,68 @@ export abstract class PoplarExecutor {
   }
 
   /** Names of the model's inputs with their per-micro-batch types. */
-  inputTypes(): { name: string; type: import('@tilegraph/ir').TensorType }[] {
+  inputTypes(): { name: string; type: TensorType }[] {
     return this.model.inputs().map((o) => ({ name: o.attrs['name'] as string, type: o.result.type }));
   }
 
   /**
    * Runs one step: `inputs[name]` holds micro-batch × deviceIterations × gradientAccumulation ×
-   * replicas samples along its first dimension. Returns the outputs selected by outputMode.
+   * replicas samples along its first dimension, as a Tensor, a typed array or an array of numbers
+   * (see RunInput). Returns the outputs selected by outputMode. The inputs are checked before the
+   * model is compiled.
    */
-  run(inputs: Readonly<Record<string, Tensor>>): Record<string, Tensor> {
-    this.compile();
-    this.checkOptionsUnchanged();
-    if (this.hostDirty) this.copyWeightsToDevice();
+  run(inputs: RunInputs): Record<string, Tensor> {
+    this.usable('run');
+    const tensors = this.checkInputs(inputs);
+    this.ensureCompiled();
+    const produced = this.backend!.run(this.streams(tensors));
+    // a print callback may have disposed the model
+    if (this.disposed) throw disposedError('run');
+    return this.outputs(produced);
+  }
+
+  /** run() without blocking the event loop (compiling first with compileAsync() if needed). */
+  async runAsync(inputs: RunInputs): Promise<Record<string, Tensor>> {
+    this.usable('runAsync');
+    return this.oneAtATime('runAsync()', async () => {
+      const tensors = this.checkInputs(inputs);
+      await this.ensureCompiledAsync();
+      if (this.disposed) throw disposedError('runAsync');
+      const backend = this.backend!;
+      const streams = this.streams(tensors);
+      const produced = backend.runAsync ? await backend.runAsync(streams) : backend.run(streams);
+      if (this.disposed) throw disposedError('runAsync');
+      return this.outputs(produced);
+    });
+  }
+
+  /**
+   * One run's inputs as tensors of their run shapes, checked against the model before anything is
+   * compiled: the options' consistency first (the layout follows them), then names, types, shapes
+   * and class labels.
+   */
+  private checkInputs(inputs: unknown): Record<string, Tensor> {
+    if (this.module) this.checkOptionsUnchanged();
+    else asDiagnostic(() => this.options.validateFor(this.kind));
+    const tensors = runInputTensors(inputs, this.inputTypes(), microBatchesPerRun(this.layout()));
+    this.checkLabels(tensors);
+    return tensors;
+  }
+
+  /** The backend's input streams: each input's micro-batches in the order the replicas read them. */
+  private streams(tensors: Readonly<Record<string, Tensor>>): Record<string, Tensor[]> {
+    if (this.hostDirty) this.copyToDevice();
     const l = this.layout();
     const n = microBatchesPerRun(l);
     const streams: Record<string, Tensor[]> = {};
-    const given = new Set(Object.keys(inputs));
-    for (const { name, type } of this.inputTypes()) {
-      const t = inputs[name];
-      if (!t) throw new DiagnosticError(error(`input '${name}' (${n} micro-batches of ${type.dtype}${formatShape(type.shape)}) was not given`));
-      streams[name] = streamForReplicas(splitBatch(name, t, type, n), l);
-      given.delete(name);
-    }
-    if (given.size) {
-      throw new DiagnosticError(error(`the model has no input named ${[...given].map((x) => `'${x}'`).join(', ')} (inputs: ${this.inputTypes().map((i) => i.name).join(', ')})`));
-    }
-    this.checkLabels(inputs);
-    const produced = this.backend!.run(streams);
+    for (const { name, type } of this.inputTypes()) streams[name] = streamForReplicas(splitBatch(name, tensors[name]!, type, n), l);
+    return streams;
+  }
+
+  /** The outputs a run returns (per outputMode), keeping the anchored tensors' values. */
+  private outputs(produced: Record<string, Tensor[]>): Record<string, Tensor> {
     this.runs++;
+    const l = this.layout();
     const mode = this.options.output_mode === OutputMode.Default ? (this.kind === 'training' ? OutputMode.Final : OutputMode.All) : this.options.output_mode;
     const sel = (m: OutputMode, period: number): OutputSelection =>
       m === OutputMode.EveryN ? { mode: 'EveryN', period } : m === OutputMode.Sum ? { mode: 'Sum' } : m === OutputMode.Final ? { mode: 'Final' } : { mode: 'All' };
@@ -342,6 +374,7 @@ export abstract class PoplarExecutor {
 
   /** The value of a tensor anchored with Options.anchorTensor, from the last run. */
   getAnchoredTensor(name: string): Tensor {
+    this.usable('getAnchoredTensor');
     const t = this.anchors.get(name);
     if (!t) throw new DiagnosticError(error(`no anchored tensor named '${name}' has been returned yet (anchor it with Options.anchorTensor and run the model)`));
     return t;
@@ -349,14 +382,16 @@ export abstract class PoplarExecutor {
 
   /** Names of the weights and of the other state (optimizer state, accumulators) on the device. */
   getTensorNames(): string[] {
-    this.compile();
+    this.usable('getTensorNames');
+    this.ensureCompiled();
     return hostVariables(this.module!).map((v) => v.name);
   }
 
   private weightInfo(name: string): VariableInfo {
-    this.compile();
-    const v = hostVariables(this.module!).find((x) => x.name === name);
-    if (!v) throw new DiagnosticError(error(`the model has no tensor named '${name}'`, undefined, [`names: ${this.getTensorNames().slice(0, 20).join(', ')}`]));
+    this.ensureCompiled();
+    const all = hostVariables(this.module!);
+    const v = all.find((x) => x.name === name);
+    if (!v) throw new DiagnosticError(error(`the model has no tensor named '${name}'`, undefined, [`names: ${all.slice(0, 20).map((x) => x.name).join(', ')}`]));
     return v;
   }
 
@@ -430,32 +465,44 @@ export abstract class PoplarExecutor {
 
   /** Copies the weights from the device to the host copy. */
   copyWeightsToHost(): void {
-    this.compile();
+    this.usable('copyWeightsToHost');
+    this.copyToHost();
+  }
+
+  private copyToHost(): void {
+    this.ensureCompiled();
     for (const v of hostVariables(this.module!)) if (v.role === 'weight') this.host.set(v.name, this.readFromDevice(v.name));
     this.hostDirty = false;
   }
 
   /** Copies the host copy of the weights to the device. */
   copyWeightsToDevice(): void {
-    this.compile();
+    this.usable('copyWeightsToDevice');
+    this.copyToDevice();
+  }
+
+  private copyToDevice(): void {
+    this.ensureCompiled();
     for (const [name, t] of this.host) this.writeToDevice(name, t);
     this.hostDirty = false;
   }
 
   /** The weights by name, read from the device (like model.state_dict() after a PopTorch run). */
   stateDict(): Record<string, Tensor> {
-    this.copyWeightsToHost();
+    this.usable('stateDict');
+    this.copyToHost();
     return Object.fromEntries(this.host);
   }
 
   /** Any device tensor by name (weights, optimizer state, accumulators), as the host sees it. */
   readTensor(name: string): Tensor {
+    this.usable('readTensor');
     return this.readFromDevice(name);
   }
 
   /** Host variables besides the weights that carry over between runs; hyperparameters come from the optimizer instead. */
   private optimizerStateNames(): string[] {
-    this.compile();
+    this.ensureCompiled();
     return hostVariables(this.module!)
       .filter((v) => v.role !== 'weight' && v.role !== 'hyperparameter')
       .map((v) => v.name);
@@ -466,11 +513,13 @@ export abstract class PoplarExecutor {
    * step counters and gradient accumulators. With stateDict, enough to resume training exactly.
    */
   optimizerStateDict(): Record<string, Tensor> {
+    this.usable('optimizerStateDict');
     return Object.fromEntries(this.optimizerStateNames().map((n) => [n, this.readFromDevice(n)]));
   }
 
   /** Restores what optimizerStateDict returned: the same names, each of its type. */
   loadOptimizerStateDict(dict: Readonly<Record<string, Tensor>>): void {
+    this.usable('loadOptimizerStateDict');
     const names = this.optimizerStateNames();
     const unknown = Object.keys(dict).filter((k) => !names.includes(k));
     const missing = names.filter((n) => !Object.hasOwn(dict, n));
@@ -486,7 +535,8 @@ export abstract class PoplarExecutor {
    * unknown name is accepted. Takes effect on the device before the next run.
    */
   loadStateDict(dict: Readonly<Record<string, Tensor>>, strict = true): void {
-    this.compile();
+    this.usable('loadStateDict');
+    this.ensureCompiled();
     const weights = hostVariables(this.module!).filter((v) => v.role === 'weight').map((v) => v.name);
     const known = new Set(weights);
     const unknown = Object.keys(dict).filter((k) => !known.has(k));
@@ -503,6 +553,10 @@ export abstract class PoplarExecutor {
       this.host.set(k, t);
     }
   }
+}
+
+function disposedError(what: string): DiagnosticError {
+  return new DiagnosticError(error(`${what}: the model was disposed`, undefined, ['dispose() ended its executable; create a new model to use it again']));
 }
 
 /** The options a compiled step depends on (the output mode is applied on the host and may change). */
@@ -539,8 +593,8 @@ export class InferenceModel extends PoplarExecutor {
   protected get outputGraph(): string {
     return 'forward';
   }
-  protected buildModule(step: StepSettings): Module {
-    return buildInferenceModule(withAnchors(this.model, this.options), step, this.warnings);
+  protected buildModule(step: StepSettings): Waiting<Module> {
+    return buildInferenceModuleSteps(withAnchors(this.model, this.options), step, this.warnings);
   }
 }
 
@@ -561,8 +615,8 @@ export class TrainingModel extends PoplarExecutor {
   get lossOutput(): string {
     return this.lossName;
   }
-  protected buildModule(step: StepSettings): Module {
-    const t = buildTrainingModule(withAnchors(this.model, this.options), step, this.optimizer, this.settings.passes ?? {});
+  protected *buildModule(step: StepSettings): Waiting<Module> {
+    const t = yield* buildTrainingModuleSteps(withAnchors(this.model, this.options), step, this.optimizer, this.settings.passes ?? {});
     this.lossName = t.lossOutput;
     this.passTimings = t.timings;
     this.warnings.push(...t.diagnostics);
@@ -580,6 +634,7 @@ export class TrainingModel extends PoplarExecutor {
    * optimizer type or a constant hyperparameter — need a new model.
    */
   setOptimizer(next: OptimizerSpec | Readonly<Record<string, number>>): void {
+    this.usable('setOptimizer');
     const cur = this.optimizer;
     const spec = 'type' in next && typeof next.type === 'string' ? (next as OptimizerSpec) : updateHyper(cur, next as Record<string, number>);
     const problems: string[] = [];

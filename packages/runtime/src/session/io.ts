@@ -20,10 +20,14 @@ export function microBatchesPerRun(l: RunLayout): number {
   return l.deviceIterations * l.accumulation * l.inputGroups;
 }
 
+/** The shape of one run's value of an input whose micro-batches have type `part` (scalars stack into [n]). */
+export function runShape(part: TensorType, n: number): number[] {
+  return part.shape.length === 0 ? [n] : [n * part.shape[0]!, ...part.shape.slice(1)];
+}
+
 /** Splits the first dimension of `t` into `n` equal parts (a scalar per part when the part type is a scalar). */
 export function splitBatch(name: string, t: Tensor, part: TensorType, n: number): Tensor[] {
-  const scalarParts = part.shape.length === 0;
-  const want = scalarParts ? [n] : [n * part.shape[0]!, ...part.shape.slice(1)];
+  const want = runShape(part, n);
   if (t.dtype !== part.dtype || !shapesEqual(t.shape, want)) {
     const per = `${part.dtype}${formatShape(part.shape)}`;
     throw new DiagnosticError(

@@ -1,0 +1,103 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Waiting, driveAsync, driveSync } from './drive.js';
+import { ChildProcessError, SyncProcess, runJobs } from './sync.js';
+
+/** Waiting work driven both ways: blocking the thread, or awaiting without blocking the event loop. */
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-drive-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** The process exists and has not exited (a zombie waiting to be reaped has). */
+function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'latin1'));
+  } catch {
+    return false;
+  }
+}
+
+async function until(what: string, cond: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A child that answers every request line after a pause, with the payload "abc". */
+function slowEcho(): SyncProcess {
+  return new SyncProcess('/bin/sh', ['-c', `while read line; do sleep 0.3; printf 'ok 3\\nabc'; done`], tmp);
+}
+
+const request = [new TextEncoder().encode('hello\n')];
+
+describe('driving Waiting work', () => {
+  test('driveSync and driveAsync run the same steps to the same result', async () => {
+    function* work(log: string[]): Waiting<number> {
+      log.push('a');
+      yield;
+      log.push('b');
+      // a wait that is already over: the signal is not `seen`
+      yield { signal: new Int32Array(new SharedArrayBuffer(4)), seen: 1, timeoutMs: 1000 };
+      log.push('c');
+      return 42;
+    }
+    const sync: string[] = [];
+    const async_: string[] = [];
+    expect(driveSync(work(sync))).toBe(42);
+    expect(await driveAsync(work(async_))).toBe(42);
+    expect(async_).toEqual(sync);
+  });
+
+  test('a request awaited with driveAsync lets timers run; request() blocks them', async () => {
+    const proc = slowEcho();
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 10);
+    try {
+      const blocked = proc.request(request, 20_000);
+      const duringSync = ticks;
+      const awaited = await driveAsync(proc.requestSteps(request, 20_000));
+      expect(new TextDecoder().decode(blocked.payload)).toBe('abc');
+      expect(new TextDecoder().decode(awaited.payload)).toBe('abc');
+      expect(duringSync).toBe(0);
+      // the child sleeps 300 ms before it answers
+      expect(ticks).toBeGreaterThanOrEqual(5);
+    } finally {
+      clearInterval(timer);
+      proc.close();
+    }
+  });
+
+  test('close() while a request waits kills the child, and the request fails saying so', async () => {
+    const proc = slowEcho();
+    // driveAsync sends the request before it returns
+    const pending = driveAsync(proc.requestSteps(request, 20_000));
+    proc.close();
+    const pid = proc.pid;
+    expect(pid).toBeGreaterThan(0);
+    const e = await pending.then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    expect(e).toBeInstanceOf(ChildProcessError);
+    expect((e as Error).message).toMatch(/the executable was killed by SIGKILL/);
+    await until('the child is gone', () => !alive(pid));
+  });
+
+  test('aborting a build stops its commands and removes its folder', async () => {
+    const build = fs.mkdtempSync(path.join(tmp, '.build-'));
+    const pidFile = path.join(tmp, 'sleep.pid');
+    const job = { cmd: 'sh', args: ['-c', `echo $$ > ${pidFile}; exec sleep 60`], cwd: build, label: 'sleep' };
+    const abort = new AbortController();
+    const running = driveAsync(runJobs([[job]], { parallel: 1, timeoutMs: 600_000, cleanup: build }), abort.signal);
+    await until('the command runs', () => fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8').trim() !== '');
+    const pid = Number(fs.readFileSync(pidFile, 'utf8'));
+    expect(alive(pid)).toBe(true);
+    abort.abort(new Error('stopped by the test'));
+    await expect(running).rejects.toThrow('stopped by the test');
+    await until('the command is gone', () => !alive(pid));
+    await until('the build folder is removed', () => !fs.existsSync(build));
+  });
+});
