@@ -209,6 +209,34 @@ describe('colour', () => {
   });
 });
 
+/** A fresh cache folder holding only the emulation library of the suite's cache, so models are really built. */
+function seededCache(name: string): string {
+  const cache = at(name);
+  fs.mkdirSync(path.join(cache, 'tilegraph'), { recursive: true, mode: 0o700 });
+  const shared = path.join(process.env['XDG_CACHE_HOME'] ?? path.join(os.homedir(), '.cache'), 'tilegraph');
+  for (const e of fs.existsSync(shared) ? fs.readdirSync(shared) : []) {
+    if (e.startsWith('poplar-host-')) fs.cpSync(path.join(shared, e), path.join(cache, 'tilegraph', e), { recursive: true, preserveTimestamps: true });
+  }
+  return cache;
+}
+
+describe('the executable cache on the compile line', () => {
+  test('hit or miss, and with --explain-cache why not', () => {
+    const env = { XDG_CACHE_HOME: seededCache('explain-cache') };
+    const train = (...extra: string[]) => ok(runEnv(env, 'train', TWO, '--model', 'classifier', '--steps', '1', ...extra));
+    expect(train('--arg', 'hidden=11', '--explain-cache').out).toMatch(/compiled in [\d.]+ s, built \(not in the executable cache: no build of 'classifier' is in the cache/);
+    expect(train('--arg', 'hidden=11').out).toMatch(/compiled in [\d.]+ s, from the executable cache\n/);
+    const other = train('--arg', 'hidden=12', '--explain-cache').out;
+    expect(other).toContain("the cached build of 'classifier' differs in host.cpp, the host program");
+    // without --explain-cache the line only says it was built
+    expect(train('--arg', 'hidden=13').out).toMatch(/compiled in [\d.]+ s, built \(not in the executable cache\)\n/);
+    const events = lines(train('--arg', 'hidden=12', '--json'));
+    expect(events.find((e) => e['event'] === 'compile')).toMatchObject({ cache: 'hit' });
+    const doc = json(ok(runEnv(env, 'compile', TWO, '--model', 'classifier', '--arg', 'hidden=14', '-o', at('c14.tgx'), '--json')));
+    expect(doc['executable']).toMatchObject({ file: at('c14.tgx'), cache: 'miss', cache_reason: expect.stringContaining("the last used of the 3 cached builds of 'classifier' differs in host.cpp") });
+  });
+});
+
 const hasScript = fs.existsSync('/usr/bin/script');
 const onTerminal = hasScript ? describe : describe.skip;
 if (!hasScript) console.warn('test/cli-conventions.test.ts: the terminal tests are skipped: /usr/bin/script (util-linux) is missing');
@@ -233,19 +261,15 @@ onTerminal('progress bars, on a terminal', () => {
   });
 
   test('--no-progress hides the build bars too', () => {
-    // a fresh cache holding only the emulation library, so the model itself is built
-    const cache = at('bars-cache');
-    fs.mkdirSync(path.join(cache, 'tilegraph'), { recursive: true, mode: 0o700 });
-    const shared = path.join(process.env['XDG_CACHE_HOME'] ?? path.join(os.homedir(), '.cache'), 'tilegraph');
-    for (const e of fs.existsSync(shared) ? fs.readdirSync(shared) : []) {
-      if (e.startsWith('poplar-host-')) fs.cpSync(path.join(shared, e), path.join(cache, 'tilegraph', e), { recursive: true, preserveTimestamps: true });
-    }
+    const cache = seededCache('bars-cache');
     const args = ['train', TWO, '--model', 'classifier', '--arg', 'hidden=7', '--steps', '2', '--no-progress'];
     const quiet = onTty(args, { XDG_CACHE_HOME: cache });
     expect(quiet.code).toBe(0);
     expect(quiet.text).not.toMatch(BAR);
     const loud = onTty(['train', TWO, '--model', 'classifier', '--arg', 'hidden=9', '--steps', '2'], { XDG_CACHE_HOME: cache });
     expect(loud.code).toBe(0);
-    expect(loud.text).toMatch(/compiling .*[\u2588\u2591]/);
+    expect(loud.text).toMatch(/compiling +\[[\u2588\u2591]+\] \d+% \| \d+\/\d+ jobs/);
+    // the training bar has the same style
+    expect(loud.text).toMatch(/training +\[[\u2588\u2591]+\] \d+% \| \d+\/2 steps/);
   });
 });

@@ -25,3 +25,19 @@ export function positiveNumber(v: string): number {
   if (v.trim() === '' || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`expected a positive number, got '${v}'`);
   return n;
 }
+
+/** `--explain-cache`: on a build that did not come from the executable cache, say why not. */
+export const EXPLAIN_CACHE_FLAG = ['--explain-cache', 'when the executable is built rather than taken from the executable cache, say why it was not there'] as const;
+
+/** ", from the executable cache" or ", built (not in the executable cache[: why])" for a compile line. */
+export function cacheNote(status: { hit: boolean; reason?: string } | undefined, explain: boolean): string {
+  if (!status) return '';
+  if (status.hit) return ', from the executable cache';
+  return `, built (not in the executable cache${explain && status.reason ? `: ${status.reason}` : ''})`;
+}
+
+/** The cache status as JSON fields: cache "hit" or "miss", and why. */
+export function cacheJson(status: { hit: boolean; reason?: string } | undefined): Record<string, unknown> {
+  if (!status) return {};
+  return { cache: status.hit ? 'hit' : 'miss', ...(status.reason !== undefined ? { cache_reason: status.reason } : {}) };
+}

@@ -5,3 +5,4 @@ export type { ModuleRunOptions } from './reference/module.js';
 export * from './session/index.js';
 export * from './data/dataloader.js';
 export * from './compiled/index.js';
+export * from './progress.js';

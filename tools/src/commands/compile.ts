@@ -8,6 +8,7 @@ import { UsageError, stderrReporter } from '../diagnostics.js';
 import { checkEmitFolder, checkOutputFile, writeAtomic } from '../files.js';
 import { buildStep, registerStepFlags } from './step.js';
 import { emitDocument } from '../json.js';
+import { EXPLAIN_CACHE_FLAG, cacheJson, cacheNote } from '../flags.js';
 
 /**
  * `tilegraph compile`: the training or inference step as Poplar C++ (codelets.cpp, host.cpp,
@@ -21,6 +22,7 @@ export function registerCompile(program: Command): void {
     .option('-o, --output <file>', 'build and write the executable (with its plan and initial state)')
     .option('--force', 'let --emit-cpp write into a folder that holds other files')
     .option('--no-progress', 'no progress bar while the executable is built')
+    .option(...EXPLAIN_CACHE_FLAG)
     .option('--json', 'print one JSON document: what was written, the target, the build time and whether the executable cache held it');
   cmd.action((model: string, o: Record<string, unknown>) => {
     const emit = o['emitCpp'] as string | undefined;
@@ -52,11 +54,11 @@ export function registerCompile(program: Command): void {
     if (out) {
       const tc = findToolchain();
       const t0 = performance.now();
-      compileAndExport(module, out, copts);
+      const cache = compileAndExport(module, out, copts);
       const secs = (performance.now() - t0) / 1000;
       const target = tc.kind === 'sdk' ? 'the IPU (Poplar SDK)' : 'the emulated IPU (poplar-host)';
-      say(`executable for ${target} written to ${out} in ${secs.toFixed(1)} s`);
-      doc['executable'] = { file: out, target: tc.kind === 'sdk' ? 'ipu' : 'emulation', seconds: Math.round(secs * 1000) / 1000 };
+      say(`executable for ${target} written to ${out} in ${secs.toFixed(1)} s${cacheNote(cache, !!o['explainCache'])}`);
+      doc['executable'] = { file: out, target: tc.kind === 'sdk' ? 'ipu' : 'emulation', seconds: Math.round(secs * 1000) / 1000, ...cacheJson(cache) };
     }
     if (json) emitDocument(doc);
   });

@@ -5,7 +5,7 @@ import { combine, findToolchain, inferenceModel, loadExecutable, loadWeights, ru
 import { Options } from '@tilegraph/frontend';
 import { UsageError, isDiagnosticError, stderrReporter } from '../diagnostics.js';
 import { checkInputFile, checkOutputFile } from '../files.js';
-import { naturalInt, positiveInt } from '../flags.js';
+import { EXPLAIN_CACHE_FLAG, cacheJson, cacheNote, naturalInt, positiveInt } from '../flags.js';
 import { loadModel } from '../load.js';
 import { emitDocument } from '../json.js';
 import { modelFlagsOf, refuseModelFlagsForExecutable, registerModelFlags } from '../modelflags.js';
@@ -142,6 +142,7 @@ interface RunFlags {
   outputDir?: string;
   json?: boolean;
   progress: boolean;
+  explainCache?: boolean;
 }
 
 interface RunResult {
@@ -150,6 +151,7 @@ interface RunResult {
   readonly ms: number;
   readonly backend: string;
   readonly where: string;
+  readonly cache?: { hit: boolean; reason?: string };
   readonly summary: string;
   readonly batchSize?: number;
 }
@@ -198,13 +200,14 @@ function runModel(model: string, o: RunFlags, args: readonly InputArg[]): RunRes
   const outputs = session ? session.run(feeds) : runGraph(g, feeds, { seed: o.seed, ...(weights ? { parameters: weights } : {}) }).outputs;
   if (session) stderrReporter().report(session.warnings);
   const ms = performance.now() - t0;
-  const where = o.backend === 'ipu' ? 'compiled for the IPU target, including the build' : 'reference interpreter';
+  const where = o.backend === 'ipu' ? `compiled for the IPU target, including the build${cacheNote(session?.executableCache, !!o.explainCache)}` : 'reference interpreter';
   return {
     name: g.name,
     outputs,
     ms,
     backend: o.backend,
     where,
+    ...(session?.executableCache ? { cache: session.executableCache } : {}),
     summary: `${g.name}: ${g.numOps} ops, ${g.parameters().length} parameters${o.weights ? ` from ${o.weights}` : ''}${inferred !== undefined ? `, batch size ${inferred} (from the inputs)` : ''}`,
     ...(inferred !== undefined ? { batchSize: inferred } : {}),
   };
@@ -281,7 +284,8 @@ export function registerRun(program: Command): void {
     .option('--int-high <n>', 'synthetic integer inputs are drawn from [0, n)', positiveInt, 2)
     .option('--backend <target>', 'reference (the IR interpreter) or ipu (compiled: the SDK if popc is on PATH, else the emulation); a .tgx runs as built', 'reference')
     .option('--weights <file>', 'parameter values from a weights file (train --save: .safetensors or .json) instead of the initializers')
-    .option('--no-progress', 'no progress bar while the model is built (--backend ipu)');
+    .option('--no-progress', 'no progress bar while the model is built (--backend ipu)')
+    .option(...EXPLAIN_CACHE_FLAG);
   registerModelFlags(cmd, "size of the batch: symbolic batch dimensions (ONNX) or the `batch` parameter (.tg); default: the first input's first dimension");
   cmd.action(function (this: Command, model: string, o: RunFlags) {
       if (o.backend !== 'reference' && o.backend !== 'ipu') throw new UsageError(`--backend must be reference or ipu, got '${o.backend}'`);
@@ -316,6 +320,7 @@ export function registerRun(program: Command): void {
           backend: r.backend,
           ...(r.batchSize !== undefined ? { batch_size: r.batchSize } : {}),
           time_ms: Math.round(r.ms * 1000) / 1000,
+          ...cacheJson(r.cache),
           outputs: outputsJson(r.outputs),
         };
         emitDocument(doc);

@@ -1,11 +1,10 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Command } from 'commander';
-import cliProgress from 'cli-progress';
 import { Options } from '@tilegraph/frontend';
 import { DiagnosticError, Graph, Tensor, drawsRandom, error, warning } from '@tilegraph/ir';
 import { formatTimings, makeOptimizer } from '@tilegraph/passes';
-import { DataLoader, Dataset, findToolchain, loadWeights, referenceBackend, saveWeights, trainingModel, weightsFormatOf } from '@tilegraph/runtime';
+import { DataLoader, Dataset, findToolchain, progressBar, loadWeights, referenceBackend, saveWeights, trainingModel, weightsFormatOf } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
 import { checkInputFile, checkOutputFile } from '../files.js';
 import { loadModel } from '../load.js';
@@ -14,7 +13,7 @@ import { LOSS_FLAG, withLoss } from '../loss.js';
 import { withLossHint } from './step.js';
 import { emitEvent, jsonNumber } from '../json.js';
 import { checkWeightsFit } from './run.js';
-import { finiteNumber, naturalInt, positiveInt, positiveNumber } from '../flags.js';
+import { EXPLAIN_CACHE_FLAG, cacheJson, cacheNote, finiteNumber, naturalInt, positiveInt, positiveNumber } from '../flags.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
 import { InputSpec } from '../data/arrays.js';
@@ -123,6 +122,7 @@ export function registerTrain(program: Command): void {
     .option('--resume <dir>', 'continue from a checkpoint (a step-N folder, or the newest in a --checkpoint-dir) exactly where it stopped')
     .option('--stop-on-nan', 'stop at the first step whose loss is NaN or infinite (exit code 1, nothing saved)')
     .option('--timeout <seconds>', 'longest wait for one step of the compiled executable before it is stopped (default 600)', positiveNumber)
+    .option(...EXPLAIN_CACHE_FLAG)
     .option('--no-progress', 'no progress bars (the build\'s or the training\'s)')
     .option('--json', 'print JSON Lines on stdout: one event a line (start, compile, step, epoch, eval, checkpoint, save, warning, error, end)')
     .addHelpText(
@@ -220,7 +220,8 @@ export function registerTrain(program: Command): void {
     const tc = performance.now();
     withLossHint(() => trainer.compile());
     const compileSecs = (performance.now() - tc) / 1000;
-    say(`compiled in ${compileSecs.toFixed(1)} s`, { event: 'compile', seconds: round3(compileSecs) });
+    const cache = trainer.executableCache;
+    say(`compiled in ${compileSecs.toFixed(1)} s${cacheNote(cache, !!o['explainCache'])}`, { event: 'compile', seconds: round3(compileSecs), ...cacheJson(cache) });
     stderrReporter().report(trainer.warnings);
     if (timePasses && !json) process.stderr.write(formatTimings(trainer.passTimings) + '\n');
 
@@ -280,8 +281,7 @@ export function registerTrain(program: Command): void {
     const t0 = performance.now();
     const remaining = Math.max(0, totalSteps - step);
     if (remaining === 0) say(`nothing to do: ${step} steps are done already (raise --steps or --epochs to train on)`, { event: 'note', message: `nothing to do: ${step} steps are done already` });
-    const bar = remaining > 0 && o.progress && process.stderr.isTTY ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} steps | loss {loss}', hideCursor: true }, cliProgress.Presets.shades_classic) : undefined;
-    bar?.start(totalSteps, step, { loss: '-' });
+    const bar = remaining > 0 && o.progress && process.stderr.isTTY ? progressBar('training', totalSteps, 'steps', { start: step, label: 'loss -' }) : undefined;
     // piped output (train ... | tee log) gets every step; a terminal every tenth, unless the bar shows them
     const everyStep = json || !process.stdout.isTTY;
     const every = Math.max(1, Math.floor(totalSteps / 10));
@@ -314,7 +314,7 @@ export function registerTrain(program: Command): void {
       const l = mean(out[trainer.lossOutput]!.toArray());
       losses.push(l);
       epochLosses.push(l);
-      if (bar) bar.update(step, { loss: l.toFixed(4) });
+      if (bar) bar.update(step, `loss ${l.toFixed(4)}`);
       if (everyStep || (!bar && (step === 1 || step % every === 0 || step === totalSteps))) {
         const rate = C / Math.max(secs, 1e-9);
         say(`step ${String(step).padStart(width)}/${totalSteps}  loss ${l.toFixed(4)}  ${rate.toFixed(1)} samples/s`, { event: 'step', step, steps: totalSteps, epoch: epoch + 1, loss: jsonNumber(l), samples_per_s: round3(rate) });

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DiagnosticError, Module, Tensor, error } from '@tilegraph/ir';
 import type { BuildPlan } from '@tilegraph/codegen-poplar';
-import { BackendFactory, BackendOptions } from '../session/backend.js';
+import { BackendCacheStatus, BackendFactory, BackendOptions } from '../session/backend.js';
 import { CompiledBackend, CompiledBackendOptions, ExecutableImage, compileModule, initialState, tensorBytes, tensorFromBytes } from './backend.js';
 import { publish, useEntry } from './build.js';
 import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, entryProblem, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
@@ -35,7 +35,7 @@ interface Header {
 }
 
 /** Compiles a module and writes it to `file` (written atomically). */
-export function compileAndExport(module: Module, file: string, opts: CompiledBackendOptions = {}): void {
+export function compileAndExport(module: Module, file: string, opts: CompiledBackendOptions = {}): BackendCacheStatus {
   const built = compileModule(module, opts);
   const blobs: Buffer[] = [];
   let offset = 0;
@@ -58,6 +58,7 @@ export function compileAndExport(module: Module, file: string, opts: CompiledBac
   const body = Buffer.concat([len, head, ...blobs]);
   const digest = createHash('sha256').update(body).digest();
   writeFileAtomic(file, Buffer.concat([Buffer.from(MAGIC, 'ascii'), digest, body]));
+  return { hit: built.cached, ...(built.missReason !== undefined ? { reason: built.missReason } : {}) };
 }
 
 /**

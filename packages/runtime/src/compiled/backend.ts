@@ -21,7 +21,7 @@ import {
 } from '@tilegraph/ir';
 import { BuildPlan, GenerateOptions, generatePoplarSteps } from '@tilegraph/codegen-poplar';
 import type { Options } from '@tilegraph/frontend';
-import { Backend, BackendFactory, BackendOptions } from '../session/backend.js';
+import { Backend, BackendCacheStatus, BackendFactory, BackendOptions } from '../session/backend.js';
 import { BuildOptions, BuiltExecutable, buildExecutableSteps } from './build.js';
 import { ChildProcessError, SyncProcess } from './sync.js';
 import { Waiting, driveAsync, driveSync } from './drive.js';
@@ -45,6 +45,9 @@ export interface ExecutableImage {
   readonly args: readonly string[];
   readonly plan: BuildPlan;
   readonly initial: ReadonlyMap<string, Tensor>;
+  /** Whether a build found the executable in the cache, and why not (absent for exported executables). */
+  readonly cached?: boolean;
+  readonly missReason?: string;
 }
 
 const encoder = new TextEncoder();
@@ -159,6 +162,8 @@ const deferLoad: unique symbol = Symbol('deferLoad');
 export class CompiledBackend implements Backend {
   readonly kind = 'compiled';
   readonly plan: BuildPlan;
+  /** Whether the build came from the executable cache (and why not): see Backend.cache. */
+  readonly cache: BackendCacheStatus | undefined;
   private readonly proc: SyncProcess;
   private readonly timeoutMs: number;
   private readonly print: (line: string) => void;
@@ -172,6 +177,7 @@ export class CompiledBackend implements Backend {
   ) {
     this.profileFile = opts.profileSummaryFile;
     this.plan = image.plan;
+    this.cache = image.cached === undefined ? undefined : { hit: image.cached, ...(image.missReason !== undefined ? { reason: image.missReason } : {}) };
     this.R = image.plan.replicationFactor;
     this.timeoutMs = opts.stepTimeoutMs ?? 10 * 60 * 1000;
     this.print = opts.print ?? ((l) => console.log(l));

@@ -2,13 +2,14 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import cliProgress from 'cli-progress';
+import { progressBar } from '../progress.js';
 import { DiagnosticError, error } from '@tilegraph/ir';
 import { safeFileName } from '@tilegraph/codegen-poplar';
 import type { BuildPlan, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { Job, JobFailure, runJobs } from './sync.js';
 import { Waiting, driveSync } from './drive.js';
 import { Toolchain, findToolchain } from './toolchain.js';
+import { BuildInputs, explainCacheMiss } from './explain.js';
 import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
 /**
@@ -44,6 +45,8 @@ export interface BuiltExecutable {
   readonly key: string;
   /** True when the executable came from the cache. */
   readonly cached: boolean;
+  /** When it did not: why not, in words (see explainCacheMiss). */
+  readonly missReason?: string;
   readonly toolchain: Toolchain['kind'];
 }
 
@@ -115,13 +118,14 @@ function dropBuild(dir: string): void {
  * Uses the entry at `dir` if it checks out (and marks it used); a damaged, incomplete or foreign
  * entry is reported once and discarded so it is rebuilt. True when the entry can be used.
  */
-export function useEntry(dir: string, expect: EntryExpectation, what: string, warn: (msg: string) => void): boolean {
+export function useEntry(dir: string, expect: EntryExpectation, what: string, warn: (msg: string) => void, discarded?: (problem: string) => void): boolean {
   if (!exists(dir)) return false;
   const problem = entryProblem(dir, expect);
   if (problem === undefined) {
     touchEntry(dir);
     return true;
   }
+  discarded?.(problem);
   warn(`the cached ${what} ${dir} is not used: ${problem}; it is removed and rebuilt`);
   discardEntry(dir);
   return false;
@@ -140,45 +144,18 @@ function failure(what: string, f: JobFailure, dir: string): DiagnosticError {
   );
 }
 
-interface Progress {
-  step(label: string): void;
-  tick(): void;
-  stop(): void;
-}
-
-function progressBar(total: number, title: string, show: boolean): Progress {
-  if (!show || !process.stderr.isTTY) return { step: () => undefined, tick: () => undefined, stop: () => undefined };
-  const bar = new cliProgress.SingleBar(
-    { format: `${title} [{bar}] {percentage}% | {value}/{total} | {label} | {duration_formatted}`, stream: process.stderr, synchronousUpdate: true, hideCursor: true, clearOnComplete: true },
-    cliProgress.Presets.shades_classic,
-  );
-  let done = 0;
-  bar.start(total, 0, { label: 'starting' });
-  return {
-    step(label) {
-      done++;
-      bar.update(done, { label });
-    },
-    tick() {
-      bar.update(done);
-    },
-    stop() {
-      bar.stop();
-    },
-  };
-}
-
 /** Runs the stages of a build; throws a diagnostic with the compiler output on failure. */
 function* runBuild(stages: Job[][], what: string, dir: string, opts: BuildOptions, title: string): Waiting<void> {
   const total = stages.reduce((n, s) => n + s.length, 0);
-  const bar = progressBar(total, title, opts.showProgress ?? true);
+  let done = 0;
+  const bar = progressBar(title, total, 'jobs', { show: opts.showProgress ?? true, label: 'starting' });
   try {
     const f = yield* runJobs(stages, {
       // if this process dies mid-build, the runner kills the compilers and removes the folder
       cleanup: process.env['TILEGRAPH_DEBUG'] ? undefined : dir,
       parallel: Math.max(1, Math.min(os.cpus().length, 4)),
       timeoutMs: opts.timeoutMs ?? 30 * 60 * 1000,
-      onProgress: (label) => bar.step(label),
+      onProgress: (label) => bar.update(++done, label),
       tick: () => bar.tick(),
     });
     if (f) throw failure(what, f, dir);
@@ -253,6 +230,15 @@ export function buildKey(sources: GeneratedSources, t: Toolchain): string {
   return h.digest('hex');
 }
 
+/** What a build is made from, file by file, as its manifest records it (for explainCacheMiss). */
+function buildInputs(sources: GeneratedSources, t: Toolchain): BuildInputs {
+  const digests: Record<string, string> = {};
+  for (const [name, text] of Object.entries(sources.files)) {
+    if (name.endsWith('.cpp')) digests[name] = createHash('sha256').update(compiledText(text)).digest('hex');
+  }
+  return { sources: digests, toolchainVersion: t.version, flags: JSON.stringify(COMPILE_FLAGS) };
+}
+
 /** The cache folder for these options, created if needed and refused when others could write into it. */
 function cacheFolder(opts: BuildOptions): string {
   return checkCacheDir(resolveCacheDir(opts.cacheDir));
@@ -278,7 +264,7 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
   // the module name makes entries recognisable; the key alone decides a hit
   const final = path.join(cacheDir, `exe-${safeFileName(sources.plan.module).slice(0, 32)}-${key.slice(0, 40)}`);
   const args = t.kind === 'sdk' ? [path.join(final, 'codelets.gp')] : [];
-  const result = (cached: boolean): BuiltExecutable => ({
+  const result = (cached: boolean, missReason?: string): BuiltExecutable => ({
     dir: final,
     executable: path.join(final, 'step'),
     args,
@@ -286,9 +272,14 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
     key,
     cached,
     toolchain: t.kind,
+    ...(missReason !== undefined ? { missReason } : {}),
   });
   const expect: EntryExpectation = { kind: 'executable', key, present: t.kind === 'sdk' ? ['step', 'codelets.gp'] : ['step'] };
-  if (useEntry(final, expect, 'executable', warn)) return result(true);
+  let damaged: string | undefined;
+  if (useEntry(final, expect, 'executable', warn, (problem) => (damaged = problem))) return result(true);
+  const inputs = buildInputs(sources, t);
+  // worked out before this build adds its own entry
+  const missReason = explainCacheMiss(cacheDir, sources.plan.module, inputs, damaged);
   sweep(cacheDir);
 
   const lib = t.kind === 'emulation' ? yield* emulationLibrary(t, cacheDir, opts, warn) : undefined;
@@ -325,7 +316,7 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
     }
     yield* runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling');
     for (const f of fs.readdirSync(tmp)) if (f.endsWith('.o')) fs.rmSync(path.join(tmp, f));
-    sealEntry(tmp, { kind: 'executable', module: sources.plan.module, key, toolchain: t.kind, toolchainVersion: t.version, flags: COMPILE_FLAGS });
+    sealEntry(tmp, { kind: 'executable', module: sources.plan.module, key, toolchain: t.kind, toolchainVersion: t.version, flags: COMPILE_FLAGS, sources: inputs.sources });
     publish(tmp, final, (d) => entryProblem(d, expect));
   } catch (e) {
     dropBuild(tmp);
@@ -333,5 +324,5 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
   }
   touchEntry(final);
   autoPrune(cacheDir, [final, ...(lib ? [lib.dir] : [])], maxBytes);
-  return result(false);
+  return result(false, missReason);
 }

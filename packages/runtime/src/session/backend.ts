@@ -17,6 +17,15 @@ export interface Backend {
   runAsync?(streams: Readonly<Record<string, readonly Tensor[]>>): Promise<Record<string, Tensor[]>>;
   /** Ends what the backend holds (its process); it is not used afterwards. */
   dispose?(): void;
+  /** For a backend built through the executable cache: whether the build was found there. */
+  readonly cache?: BackendCacheStatus | undefined;
+}
+
+export interface BackendCacheStatus {
+  /** The executable came from the cache. */
+  readonly hit: boolean;
+  /** Why it did not, in words a user can act on. */
+  readonly reason?: string;
 }
 
 export interface BackendOptions {

@@ -23,7 +23,7 @@ import {
 } from '@tilegraph/ir';
 import { Options, OutputMode } from '@tilegraph/frontend';
 import { OptimizerSpec, PassManagerOptions, PassTiming, StepSettings, buildInferenceModuleSteps, buildTrainingModuleSteps, updateHyper } from '@tilegraph/passes';
-import { Backend, BackendFactory, BackendOptions } from './backend.js';
+import { Backend, BackendCacheStatus, BackendFactory, BackendOptions } from './backend.js';
 import { compiledBackendFor } from '../compiled/backend.js';
 import { Waiting, driveAsync, driveSync } from '../compiled/drive.js';
 import { OutputSelection, RunLayout, microBatchesPerRun, selectOutputs, splitBatch, streamForReplicas } from './io.js';
@@ -101,6 +101,14 @@ export abstract class PoplarExecutor {
 
   get isCompiled(): boolean {
     return this.module !== undefined;
+  }
+
+  /**
+   * After a compile on the compiled backend: whether the executable came from the executable cache,
+   * and why not (undefined on backends that build nothing, such as the reference interpreter).
+   */
+  get executableCache(): BackendCacheStatus | undefined {
+    return this.backend?.cache;
   }
 
   get isDisposed(): boolean {
