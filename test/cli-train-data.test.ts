@@ -154,6 +154,40 @@ describe('checkpoints', () => {
     expect(run('train', ...common, ...REF, '--resume', at('ck'), '--load', at('straight.safetensors')).code).toBe(2);
   });
 
+  test('a model with dropout resumes bit for bit: the checkpoint keeps the random-number state', () => {
+    const model = at('dropout.tg');
+    fs.writeFileSync(
+      model,
+      [
+        'import "std/nn.tg"',
+        'model mlp(batch: int = 4) {',
+        '  input x: f32[batch, 16]',
+        '  input y: i32[batch]',
+        '  let (h, mask) = dropout(relu(linear(x, 16, 32) as fc1), ratio=0.5)',
+        '  output logits = linear(h, 32, 10) as fc2',
+        '  loss = cross_entropy(logits, y)',
+        '}',
+        '',
+      ].join('\n'),
+    );
+    const base = [model, '--data', at('train.npz'), '--optimizer', 'adam', '--lr', '0.01'];
+    for (const backend of [REF, ['--backend', 'ipu', '--no-progress']]) {
+      const tag = backend[1]!;
+      ok(run('train', ...base, ...backend, '--steps', '6', '--save', at(`drop-straight-${tag}.safetensors`)));
+      ok(run('train', ...base, ...backend, '--steps', '3', '--checkpoint-dir', at(`drop-ck-${tag}`)));
+      const state = JSON.parse(fs.readFileSync(at(`drop-ck-${tag}`, 'step-00000003', 'state.json'), 'utf8'));
+      expect(state.rng).toEqual({ seed: 0, counter: 3 });
+      const resumed = run('train', ...base, ...backend, '--steps', '6', '--resume', at(`drop-ck-${tag}`), '--save', at(`drop-resumed-${tag}.safetensors`));
+      expect(resumed.code).toBe(0);
+      expect(resumed.err).not.toContain('warning');
+      expect(bytes(at(`drop-resumed-${tag}.safetensors`)).equals(bytes(at(`drop-straight-${tag}.safetensors`)))).toBe(true);
+      // the masks matter: a resume that restarted the random stream would differ
+      fs.writeFileSync(at(`drop-ck-${tag}`, 'step-00000003', 'state.json'), JSON.stringify({ ...state, rng: { seed: 0, counter: 0 } }));
+      ok(run('train', ...base, ...backend, '--steps', '6', '--resume', at(`drop-ck-${tag}`), '--save', at(`drop-restarted-${tag}.safetensors`)));
+      expect(bytes(at(`drop-restarted-${tag}.safetensors`)).equals(bytes(at(`drop-straight-${tag}.safetensors`)))).toBe(false);
+    }
+  }, 1_800_000);
+
   test('the compiled backend resumes bit for bit too', () => {
     const ipu = ['--backend', 'ipu', '--no-progress'];
     ok(run('train', ...common, ...ipu, '--steps', '4', '--save', at('ipu-straight.safetensors')));

@@ -136,8 +136,8 @@ export function registerTrain(program: Command): void {
         'label input feeds a cross_entropy or nll_loss whose class scores are a model output (through',
         'log_softmax or softmax): the arg-max over dim 1 of those scores compared with the label, ignore_index',
         'labels left out.',
-        'Resuming (--resume) restores weights, optimizer state and the position in the data; random ops',
-        '(dropout) start a new random stream, so only models without them resume bit for bit.',
+        'Resuming (--resume) restores weights, optimizer state, the position in the data and the random-number',
+        'state, so a resumed training goes on bit for bit as an uninterrupted one would (dropout included).',
       ].join('\n'),
     );
   registerModelFlags(cmd, 'micro-batch size: symbolic batch dimensions (ONNX) or the `batch` parameter (.tg)');
@@ -238,6 +238,7 @@ export function registerTrain(program: Command): void {
       if (s.model !== g.name) throw new DiagnosticError(error(`${resumeDir}: the checkpoint is of model '${s.model}', not '${g.name}'`));
       trainer.loadStateDict(checkWeightsFit(g, path.join(resumeDir, 'weights.safetensors'), ck.weights));
       trainer.loadOptimizerStateDict(ck.optimizer);
+      if (s.rng) trainer.rngState = s.rng;
       const changed = [
         ...(s.combinedBatchSize !== C ? [`samples a step: ${s.combinedBatchSize} then, ${C} now`] : []),
         ...(s.dataLength !== dataset.length ? [`samples in the data: ${s.dataLength} then, ${dataset.length} now`] : []),
@@ -245,8 +246,8 @@ export function registerTrain(program: Command): void {
         ...(s.optimizer.type !== opt.type ? [`optimizer: ${s.optimizer.type} then, ${opt.type} now`] : []),
       ];
       if (changed.length) stderrReporter().report([warning(`resuming ${resumeDir} with other settings than the training that wrote it: it does not continue exactly`, undefined, changed)]);
-      if (trainer.compiledModule().graphs.size && [...trainer.compiledModule().graphs.values()].some(drawsRandom)) {
-        stderrReporter().report([warning('the model draws random numbers (dropout, ...): they restart from the seed, so the resumed training is not bit-identical to an uninterrupted one')]);
+      if (!s.rng && [...trainer.compiledModule().graphs.values()].some(drawsRandom)) {
+        stderrReporter().report([warning(`${resumeDir} does not hold the random-number state (an older checkpoint): random ops (dropout, ...) restart from the seed, so the resumed training is not bit-identical to an uninterrupted one`)]);
       }
       step = s.step;
       epoch = s.epoch;
@@ -273,6 +274,7 @@ export function registerTrain(program: Command): void {
         data: dataName,
         optimizer: { type: opt.type, hyper: { ...opt.hyper } },
         backend: backendName,
+        rng: trainer.rngState,
       };
       const dir = writeCheckpoint(o.checkpointDir!, state, trainer.stateDict(), trainer.optimizerStateDict());
       say(`checkpoint written to ${dir}`, { event: 'checkpoint', dir, step });

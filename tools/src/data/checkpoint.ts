@@ -32,6 +32,8 @@ export interface CheckpointState {
   readonly data: string;
   readonly optimizer: { readonly type: string; readonly hyper: Readonly<Record<string, number>> };
   readonly backend: string;
+  /** The model's random-number state (rngState): absent in checkpoints written before it was kept. */
+  readonly rng?: { readonly seed: number; readonly counter: number };
 }
 
 export interface Checkpoint {
@@ -100,6 +102,9 @@ export function readCheckpoint(dir: string): Checkpoint {
   const bad = typeof state !== 'object' || state === null ? ['not an object'] : ints.filter((k) => !Number.isSafeInteger(state[k]) || state[k] < 0).map((k) => `'${k}' is not a non-negative integer`);
   if (!bad.length && state.format !== CHECKPOINT_FORMAT) bad.push(`format ${JSON.stringify(state.format)}; this tilegraph reads format ${CHECKPOINT_FORMAT}`);
   if (!bad.length && typeof state.shuffle !== 'boolean') bad.push("'shuffle' is not true or false");
+  if (!bad.length && state.rng !== undefined && (typeof state.rng !== 'object' || state.rng === null || !Number.isSafeInteger(state.rng.seed) || !Number.isSafeInteger(state.rng.counter) || state.rng.counter < 0)) {
+    bad.push("'rng' is not {seed, counter} with integers");
+  }
   if (bad.length) throw new DiagnosticError(error(`${file}: not a usable checkpoint state`, undefined, bad));
   return { dir, state, weights: loadWeights(path.join(dir, 'weights.safetensors')), optimizer: loadWeights(path.join(dir, 'optimizer.safetensors')) };
 }

@@ -375,6 +375,20 @@ export class CompiledBackend implements Backend {
     this.commandSync([encoder.encode(`write ${s.handle} ${all.length}\n`), all], `writing '${name}'`);
   }
 
+  randomCounter(): number {
+    if (!this.plan.random) return 0;
+    const a = this.commandSync([encoder.encode('read step\n')], 'reading the random counter');
+    return new DataView(a.payload.buffer, a.payload.byteOffset, 4).getUint32(0, true);
+  }
+
+  setRandomCounter(counter: number): void {
+    if (!this.plan.random) return;
+    if (!Number.isInteger(counter) || counter < 0 || counter > 0xffffffff) throw new DiagnosticError(error(`the random counter must be an integer in [0, 2^32), got ${counter}`));
+    // every replica counts the same runs
+    const all = new Uint32Array(this.R).fill(counter);
+    this.commandSync([encoder.encode(`write step ${all.byteLength}\n`), new Uint8Array(all.buffer)], 'setting the random counter');
+  }
+
   /** Stops the executable (at once if a request is waiting for its answer). */
   dispose(): void {
     this.proc.close();

@@ -33,7 +33,8 @@ export class ModuleInterpreter {
   readonly module: Module;
   /** state[r]: the values of replica r. */
   private readonly state: Map<string, Tensor>[];
-  private step = 0;
+  /** Runs of random-drawing graphs so far: the counter of the random streams (see Backend.randomCounter). */
+  randomCounter = 0;
   private readonly opts: ModuleRunOptions;
 
   constructor(module: Module, opts: ModuleRunOptions = {}) {
@@ -114,13 +115,13 @@ export class ModuleInterpreter {
             const res = runGraph(g, feeds, {
               parameters: this.state[r]!,
               seed: (this.opts.seed ?? 0) + r * 0x9e3779b1,
-              step: this.step,
+              step: this.randomCounter,
               ...(this.opts.print ? { print: this.opts.print } : {}),
             });
             for (const [name, t] of res.assigns) this.state[r]!.set(name, t);
             for (const [name, t] of Object.entries(res.outputs)) (outputs[name] ??= []).push(t);
           }
-          if (drawsRandom(g)) this.step++;
+          if (drawsRandom(g)) this.randomCounter++;
           return;
         }
         case 'all_reduce':

@@ -17,6 +17,13 @@ export interface Backend {
   runAsync?(streams: Readonly<Record<string, readonly Tensor[]>>): Promise<Record<string, Tensor[]>>;
   /** Ends what the backend holds (its process); it is not used afterwards. */
   dispose?(): void;
+  /**
+   * The random-number counter: how many runs of random-drawing programs the stream has advanced
+   * (random ops draw from (seed, counter, element), see ir/random.ts). Saved in checkpoints so a
+   * resumed training draws what an uninterrupted one would.
+   */
+  randomCounter(): number;
+  setRandomCounter(counter: number): void;
   /** For a backend built through the executable cache: whether the build was found there. */
   readonly cache?: BackendCacheStatus | undefined;
 }
@@ -47,6 +54,12 @@ export class ReferenceBackend implements Backend {
   }
   write(name: string, value: Tensor, replicas?: readonly number[]): void {
     this.interp.write(name, value, replicas);
+  }
+  randomCounter(): number {
+    return this.interp.randomCounter;
+  }
+  setRandomCounter(counter: number): void {
+    this.interp.randomCounter = counter;
   }
 }
 

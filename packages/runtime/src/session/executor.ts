@@ -55,6 +55,12 @@ export interface ExecutorSettings {
  * executable's process; a model not disposed does not keep Node running, and its process is
  * stopped when Node exits.
  */
+/** The random-number state of a model: its seed and how far its streams have advanced. */
+export interface RandomState {
+  readonly seed: number;
+  readonly counter: number;
+}
+
 export abstract class PoplarExecutor {
   abstract readonly kind: 'training' | 'inference';
   readonly model: Graph;
@@ -523,6 +529,27 @@ export abstract class PoplarExecutor {
   optimizerStateDict(): Record<string, Tensor> {
     this.usable('optimizerStateDict');
     return Object.fromEntries(this.optimizerStateNames().map((n) => [n, this.readFromDevice(n)]));
+  }
+
+  /**
+   * PopTorch's rng_state: the seed (Options.randomSeed, 0 when unset) and the counter of the random
+   * streams, which advances with every run of a program that draws random numbers (dropout, ...).
+   * A checkpoint keeps it, so a resumed training draws the numbers an uninterrupted one would.
+   */
+  get rngState(): RandomState {
+    this.usable('rngState');
+    this.ensureCompiled();
+    return { seed: this.options.random_seed ?? 0, counter: this.backend!.randomCounter() };
+  }
+
+  set rngState(s: RandomState) {
+    this.usable('rngState');
+    this.ensureCompiled();
+    const seed = this.options.random_seed ?? 0;
+    if (s.seed !== seed) {
+      throw new DiagnosticError(error(`rngState: the state is of seed ${s.seed} but this model's seed is ${seed}`, undefined, ['the seed is an option: build the model with Options().randomSeed(' + String(s.seed) + ')']));
+    }
+    this.backend!.setRandomCounter(s.counter);
   }
 
   /** Restores what optimizerStateDict returned: the same names, each of its type. */
