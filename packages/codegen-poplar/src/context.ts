@@ -27,6 +27,26 @@ export interface GenerateOptions {
   maxFusedOps?: number;
   /** Plan memory without failing when a tile is over its bytes (for reports; Poplar's debug.allowOutOfMemory). */
   allowOutOfMemory?: boolean;
+  /** The device the host program attaches to (default: IPU hardware, Mk2). */
+  device?: DeviceChoice;
+}
+
+/** Which device the generated host program uses: the PopTorch options useIpuModel, useOfflineIpuTarget, useIpuId, autoRoundNumIPUs. */
+export interface DeviceChoice {
+  /** IPU hardware, the IPU Model, or an offline target (compile only, connectionType Never). */
+  readonly kind: 'ipu' | 'ipu-model' | 'offline';
+  /** The IPU architecture: ipu1 (Mk1), ipu2 (Mk2 GC200), ipu21 (Bow). Default ipu2. */
+  readonly arch?: 'ipu1' | 'ipu2' | 'ipu21';
+  /** Request IPUs × replicas rounded up to a power of two (devices come in powers of two). */
+  readonly autoRoundNumIpus?: boolean;
+  /** A hardware device by its id (gc-info). */
+  readonly ipuId?: number;
+}
+
+/** IPUs to request: IPUs × replicas, rounded up to a power of two when asked. */
+export function deviceIpus(ipus: number, replicas: number, device: DeviceChoice | undefined): number {
+  const n = ipus * replicas;
+  return device?.autoRoundNumIpus ? 2 ** Math.ceil(Math.log2(n)) : n;
 }
 
 /** A value's tensor in the generated host program. */

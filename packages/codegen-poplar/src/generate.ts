@@ -20,7 +20,7 @@ import {
   runToEnd,
   shapesEqual,
 } from '@tilegraph/ir';
-import { ALIAS_OPS, GenerateOptions, GraphEmitter, ModuleContext, OutputInfo, StateInfo, StreamInfo, shapeLiteral } from './context.js';
+import { ALIAS_OPS, GenerateOptions, GraphEmitter, ModuleContext, OutputInfo, StateInfo, StreamInfo, deviceIpus, shapeLiteral } from './context.js';
 import { HostNumerics, RING_HELPER, hostHelpers, hostIncludes, hostMain } from './host.js';
 import { Allocation, MemoryReport } from './memory.js';
 import { fitProblems, planMemory } from './plan.js';
@@ -557,6 +557,12 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     '',
     `constexpr unsigned kReplicas = ${R};`,
     `constexpr unsigned kIpus = ${ipus};`,
+    '// the device: IPU hardware, the IPU Model, or an offline target (compile only); IPUs requested',
+    'constexpr unsigned kHardware = 0, kIpuModel = 1, kOffline = 2;',
+    `constexpr unsigned kDeviceKind = ${({ ipu: 'kHardware', 'ipu-model': 'kIpuModel', offline: 'kOffline' } as const)[opts.device?.kind ?? 'ipu']};`,
+    `constexpr unsigned kDeviceIpus = ${deviceIpus(ipus, R, opts.device)};`,
+    `constexpr const char *kIpuArch = "${opts.device?.arch ?? 'ipu2'}";`,
+    `constexpr int kIpuId = ${opts.device?.ipuId ?? -1};`,
     '// bytes per replica of each state handle; bytes per run (all replicas) of each stream',
     sizeTable('kStateBytes', state.map((s) => s.bytes)),
     '// where each state lives between runs: its tensor (host handles), a remote buffer, or nowhere',

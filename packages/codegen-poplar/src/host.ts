@@ -107,18 +107,25 @@ void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsi
   g.setPerfEstimate(v, 50 + (std::uint64_t(elements) * perElement + 5) / 6);
 }
 
-poplar::Device attachDevice(unsigned numIpus) {
-  if (std::getenv("TILEGRAPH_IPU_MODEL") != nullptr) {
-    poplar::IPUModel model;
-    model.numIPUs = numIpus;
+// The device the options chose (kDeviceKind): IPU hardware (a given id, or the first free device
+// of kDeviceIpus IPUs), the IPU Model, or none (an offline target: the graph is compiled only).
+poplar::Device attachDevice() {
+  if (kDeviceKind == kIpuModel) {
+    poplar::IPUModel model(kIpuArch);
+    model.numIPUs = kDeviceIpus;
     return model.createDevice();
   }
   auto manager = poplar::DeviceManager::createDeviceManager();
-  auto devices = manager.getDevices(poplar::TargetType::IPU, numIpus);
+  if (kIpuId >= 0) {
+    auto device = manager.getDevice(unsigned(kIpuId));
+    if (device.attach()) return device;
+    throw std::runtime_error("the IPU device with id " + std::to_string(kIpuId) + " could not be attached (in use?)");
+  }
+  auto devices = manager.getDevices(poplar::TargetType::IPU, kDeviceIpus);
   for (auto &device : devices) {
     if (device.attach()) return std::move(device);
   }
-  throw std::runtime_error("no device with " + std::to_string(numIpus) + " IPUs could be attached");
+  throw std::runtime_error("no device with " + std::to_string(kDeviceIpus) + " IPUs could be attached");
 }
 
 // ---- the protocol (commands on stdin, answers on the original stdout) ----
@@ -272,8 +279,10 @@ const HOST_MAIN_TEMPLATE = String.raw`int main(int argc, char **argv) {
     if (out == nullptr) throw std::runtime_error("cannot open the protocol channel");
     const char *codelets = argc > 1 ? argv[1] : "codelets.gp";
 
-    poplar::Device device = attachDevice(kIpus * kReplicas);
-    poplar::Graph graph(device.getTarget(), poplar::replication_factor(kReplicas));
+    // an offline target compiles the graph and runs nothing (connectionType Never)
+    poplar::Device device = kDeviceKind == kOffline ? poplar::Device() : attachDevice();
+    const poplar::Target target = kDeviceKind == kOffline ? poplar::Target::createIPUTarget(kDeviceIpus, kIpuArch) : device.getTarget();
+    poplar::Graph graph(target, poplar::replication_factor(kReplicas));
     popops::addCodelets(graph);
     poplin::addCodelets(graph);/*NUMERICS_CODELETS*/
     graph.addCodelets(codelets);
@@ -282,6 +291,10 @@ const HOST_MAIN_TEMPLATE = String.raw`int main(int argc, char **argv) {
     for (unsigned i = 0; i < kIpus; ++i) d.ipu.push_back(graph.createVirtualGraph(i * tilesPerIpu, (i + 1) * tilesPerIpu));
     declare(d);
 /*NUMERICS_PROGRAM*/
+    if (kDeviceKind == kOffline) {
+      std::fprintf(stderr, "compiled for an offline %s target of %u IPUs; nothing runs without a device (connectionType Never)\n", kIpuArch, kDeviceIpus);
+      return 0;
+    }
     engine.load(device);
     serve(engine, out);
     std::fflush(out);

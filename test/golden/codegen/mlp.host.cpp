@@ -36,6 +36,12 @@ namespace {
 
 constexpr unsigned kReplicas = 1;
 constexpr unsigned kIpus = 1;
+// the device: IPU hardware, the IPU Model, or an offline target (compile only); IPUs requested
+constexpr unsigned kHardware = 0, kIpuModel = 1, kOffline = 2;
+constexpr unsigned kDeviceKind = kHardware;
+constexpr unsigned kDeviceIpus = 1;
+constexpr const char *kIpuArch = "ipu2";
+constexpr int kIpuId = -1;
 // bytes per replica of each state handle; bytes per run (all replicas) of each stream
 const std::vector<std::size_t> kStateBytes = {512, 64, 192};
 // where each state lives between runs: its tensor (host handles), a remote buffer, or nowhere
@@ -95,18 +101,25 @@ void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsi
   g.setPerfEstimate(v, 50 + (std::uint64_t(elements) * perElement + 5) / 6);
 }
 
-poplar::Device attachDevice(unsigned numIpus) {
-  if (std::getenv("TILEGRAPH_IPU_MODEL") != nullptr) {
-    poplar::IPUModel model;
-    model.numIPUs = numIpus;
+// The device the options chose (kDeviceKind): IPU hardware (a given id, or the first free device
+// of kDeviceIpus IPUs), the IPU Model, or none (an offline target: the graph is compiled only).
+poplar::Device attachDevice() {
+  if (kDeviceKind == kIpuModel) {
+    poplar::IPUModel model(kIpuArch);
+    model.numIPUs = kDeviceIpus;
     return model.createDevice();
   }
   auto manager = poplar::DeviceManager::createDeviceManager();
-  auto devices = manager.getDevices(poplar::TargetType::IPU, numIpus);
+  if (kIpuId >= 0) {
+    auto device = manager.getDevice(unsigned(kIpuId));
+    if (device.attach()) return device;
+    throw std::runtime_error("the IPU device with id " + std::to_string(kIpuId) + " could not be attached (in use?)");
+  }
+  auto devices = manager.getDevices(poplar::TargetType::IPU, kDeviceIpus);
   for (auto &device : devices) {
     if (device.attach()) return std::move(device);
   }
-  throw std::runtime_error("no device with " + std::to_string(numIpus) + " IPUs could be attached");
+  throw std::runtime_error("no device with " + std::to_string(kDeviceIpus) + " IPUs could be attached");
 }
 
 // ---- the protocol (commands on stdin, answers on the original stdout) ----
@@ -339,8 +352,10 @@ int main(int argc, char **argv) {
     if (out == nullptr) throw std::runtime_error("cannot open the protocol channel");
     const char *codelets = argc > 1 ? argv[1] : "codelets.gp";
 
-    poplar::Device device = attachDevice(kIpus * kReplicas);
-    poplar::Graph graph(device.getTarget(), poplar::replication_factor(kReplicas));
+    // an offline target compiles the graph and runs nothing (connectionType Never)
+    poplar::Device device = kDeviceKind == kOffline ? poplar::Device() : attachDevice();
+    const poplar::Target target = kDeviceKind == kOffline ? poplar::Target::createIPUTarget(kDeviceIpus, kIpuArch) : device.getTarget();
+    poplar::Graph graph(target, poplar::replication_factor(kReplicas));
     popops::addCodelets(graph);
     poplin::addCodelets(graph);
     graph.addCodelets(codelets);
@@ -350,6 +365,10 @@ int main(int argc, char **argv) {
     declare(d);
     poplar::program::Sequence program = buildProgram(d);
     poplar::Engine engine(graph, {program});
+    if (kDeviceKind == kOffline) {
+      std::fprintf(stderr, "compiled for an offline %s target of %u IPUs; nothing runs without a device (connectionType Never)\n", kIpuArch, kDeviceIpus);
+      return 0;
+    }
     engine.load(device);
     serve(engine, out);
     std::fflush(out);

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { Command } from 'commander';
 import { generatePoplar } from '@tilegraph/codegen-poplar';
 import { formatTimings } from '@tilegraph/passes';
-import { compileAndExport, compileOptionsFrom, findToolchain } from '@tilegraph/runtime';
+import { compileAndExport, compileOptionsFrom, findToolchain, popcTargets } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
 import { checkEmitFolder, checkOutputFile, writeAtomic } from '../files.js';
 import { buildStep, registerStepFlags } from './step.js';
@@ -48,7 +48,9 @@ export function registerCompile(program: Command): void {
       fs.mkdirSync(emit, { recursive: true });
       for (const [name, text] of Object.entries(sources.files)) writeAtomic(path.join(emit, name), text);
       say(`Poplar C++ written to ${emit}: ${Object.keys(sources.files).join(', ')}`);
-      say(`  with the SDK: popc -O3 --target ipu2 codelets.cpp -o codelets.gp && g++ -std=c++17 host.cpp -o step -lpoplar -lpopops -lpoplin -lpoputil -lpoprand -lgcl`);
+      // the device the options chose decides popc's targets (an SDK before 3.0 links -lgcl_ct)
+      const targets = popcTargets(copts.device, undefined).join(',');
+      say(`  with the SDK: popc -O3 --target ${targets} codelets.cpp -o codelets.gp && g++ -std=c++17 host.cpp -o step -lpoplar -lpopops -lpoplin -lpoputil -lpoprand -lgcl (-lgcl_ct before SDK 3.0)`);
       doc['emitted'] = { dir: emit, files: Object.keys(sources.files) };
     }
     if (out) {

@@ -19,10 +19,12 @@ import {
   shapesEqual,
   shardOfTensor,
 } from '@tilegraph/ir';
-import { BuildPlan, GenerateOptions, generatePoplarSteps } from '@tilegraph/codegen-poplar';
-import type { Options } from '@tilegraph/frontend';
+import { BuildPlan, DeviceChoice, GenerateOptions, generatePoplarSteps } from '@tilegraph/codegen-poplar';
+import { ConnectionType, type Options } from '@tilegraph/frontend';
 import { Backend, BackendCacheStatus, BackendFactory, BackendOptions } from '../session/backend.js';
 import { BuildOptions, BuiltExecutable, buildExecutableSteps } from './build.js';
+import { findToolchain } from './toolchain.js';
+import { stderrWarning } from './cache.js';
 import { ChildProcessError, SyncProcess } from './sync.js';
 import { Waiting, driveAsync, driveSync } from './drive.js';
 
@@ -218,13 +220,14 @@ export class CompiledBackend implements Backend {
   }
 
   /** Generates, builds (or finds in the cache) and starts the executable for a module. */
-  static compile(module: Module, opts: CompiledBackendOptions & StartOptions = {}): CompiledBackend {
+  static compile(module: Module, opts: CompiledBackendOptions & StartOptions = {}): Backend {
     return driveSync(CompiledBackend.compileSteps(module, opts));
   }
 
   /** compile() as Waiting work (see drive.ts). */
-  static *compileSteps(module: Module, opts: CompiledBackendOptions & StartOptions = {}): Waiting<CompiledBackend> {
+  static *compileSteps(module: Module, opts: CompiledBackendOptions & StartOptions = {}): Waiting<Backend> {
     const built = yield* compileModuleSteps(module, opts);
+    if (opts.device?.kind === 'offline') return new OfflineBackend(built);
     const initial = yield* initialStateSteps(module);
     return yield* CompiledBackend.startSteps({ ...built, initial }, opts);
   }
@@ -395,6 +398,40 @@ export class CompiledBackend implements Backend {
   }
 }
 
+/**
+ * A program compiled for an offline IPU target (useOfflineIpuTarget, connectionType Never): it is
+ * built, so compile errors and the executable are real, but there is no device to run it on.
+ */
+export class OfflineBackend implements Backend {
+  readonly kind = 'offline';
+  readonly cache: BackendCacheStatus;
+  constructor(readonly built: BuiltExecutable) {
+    this.cache = { hit: built.cached, ...(built.missReason !== undefined ? { reason: built.missReason } : {}) };
+  }
+  private refuse(what: string): never {
+    throw new DiagnosticError(
+      error(`cannot ${what}: the model was compiled for an offline IPU target (connectionType Never), with no device to run on`, undefined, [
+        'drop useOfflineIpuTarget / connectionType(Never) to run it; the executable is in the cache: ' + this.built.dir,
+      ]),
+    );
+  }
+  run(): Record<string, Tensor[]> {
+    return this.refuse('run');
+  }
+  read(name: string): Tensor[] {
+    return this.refuse(`read '${name}' from the device`);
+  }
+  write(name: string): void {
+    this.refuse(`write '${name}' to the device`);
+  }
+  randomCounter(): number {
+    return this.refuse('read the random-number state');
+  }
+  setRandomCounter(): void {
+    this.refuse('set the random-number state');
+  }
+}
+
 /** Generates and builds the executable of a module (through the cache). */
 export function compileModule(module: Module, opts: CompiledBackendOptions = {}): BuiltExecutable {
   return driveSync(compileModuleSteps(module, opts));
@@ -403,6 +440,7 @@ export function compileModule(module: Module, opts: CompiledBackendOptions = {})
 /** compileModule as Waiting work: pauses between the stages of code generation, waits for the build. */
 export function* compileModuleSteps(module: Module, opts: CompiledBackendOptions = {}): Waiting<BuiltExecutable> {
   const sources = yield* generatePoplarSteps(module, opts);
+  checkDeviceSize(sources.plan.ipus, sources.plan.replicationFactor, opts);
   yield;
   return yield* buildExecutableSteps(sources, opts);
 }
@@ -433,6 +471,38 @@ export function compileOptionsFrom(options: Options): CompiledBackendOptions {
     stochasticRounding: options.Precision.stochastic_rounding,
     floatingPointExceptions: options.Precision.floating_point_exceptions,
     sourceLocationExcludes: options.source_location_excludes,
+    device: deviceChoiceFrom(options),
+  };
+}
+
+/**
+ * IPU systems hand out devices of a power of two IPUs: IPUs × replicas must be one, or be
+ * rounded up to one (autoRoundNumIPUs), as PopTorch requires. For the SDK it is an error; the
+ * emulation can run any number, so there it is a warning that the model would not run on IPUs.
+ */
+function checkDeviceSize(ipus: number, replicas: number, opts: CompiledBackendOptions): void {
+  const n = ipus * replicas;
+  if ((n & (n - 1)) === 0 || opts.device?.autoRoundNumIpus || opts.device?.kind === 'ipu-model') return;
+  const message = `${ipus} IPU${ipus === 1 ? '' : 's'} × ${replicas} replica${replicas === 1 ? '' : 's'} = ${n} IPUs, but IPU devices come in powers of two`;
+  const fix = `set Options().autoRoundNumIPUs(true) to request ${2 ** Math.ceil(Math.log2(n))} IPUs (the rest stay idle), or change the placement or replication factor`;
+  let sdk = false;
+  try {
+    sdk = findToolchain(opts.toolchain ?? 'auto').kind === 'sdk';
+  } catch {
+    // no toolchain: the build says so
+  }
+  if (sdk) throw new DiagnosticError(error(message, undefined, [fix]));
+  (opts.warn ?? stderrWarning)(`${message}: the emulation runs it, an IPU system would not (${fix})`);
+}
+
+/** The device the options ask for: useIpuModel, useOfflineIpuTarget / connectionType(Never), useIpuId, autoRoundNumIPUs. */
+export function deviceChoiceFrom(options: Options): DeviceChoice {
+  const kind = options.use_model ? 'ipu-model' : options.connection_type === ConnectionType.Never ? 'offline' : 'ipu';
+  return {
+    kind,
+    arch: options.ipu_version === 1 ? 'ipu1' : 'ipu2',
+    autoRoundNumIpus: options.auto_round_num_ipus,
+    ...(options.ipu_id !== undefined ? { ipuId: options.ipu_id } : {}),
   };
 }
 

@@ -5,10 +5,10 @@ import path from 'node:path';
 import { progressBar } from '../progress.js';
 import { DiagnosticError, error } from '@tilegraph/ir';
 import { safeFileName } from '@tilegraph/codegen-poplar';
-import type { BuildPlan, GeneratedSources } from '@tilegraph/codegen-poplar';
+import type { BuildPlan, DeviceChoice, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { Job, JobFailure, runJobs } from './sync.js';
 import { Waiting, driveSync } from './drive.js';
-import { Toolchain, findToolchain } from './toolchain.js';
+import { SdkVersion, Toolchain, findToolchain } from './toolchain.js';
 import { BuildInputs, explainCacheMiss } from './explain.js';
 import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
@@ -32,6 +32,26 @@ export interface BuildOptions {
   toolchain?: 'auto' | 'sdk' | 'emulation';
   /** Longest a whole build may take (default 30 minutes). */
   timeoutMs?: number;
+  /** The device the program runs on, which decides the codelets' popc targets (default IPU hardware, Mk2). */
+  device?: DeviceChoice;
+}
+
+/**
+ * popc's targets for the device: the IPU Model runs codelets compiled for the host (`cpu`);
+ * hardware runs the IPU's own (`ipu2` for Mk2, with `ipu21` for Bow systems from SDK 3.0, `ipu1`
+ * for Mk1). An unknown SDK release is taken to be a current one.
+ */
+export function popcTargets(device: DeviceChoice | undefined, sdk: SdkVersion | undefined): string[] {
+  if (device?.kind === 'ipu-model') return ['cpu'];
+  const arch = device?.arch ?? 'ipu2';
+  if (arch === 'ipu1') return ['ipu1'];
+  const current = !sdk || sdk.major >= 3;
+  return arch === 'ipu21' ? ['ipu21'] : current ? ['ipu2', 'ipu21'] : ['ipu2'];
+}
+
+/** The GCL library: libgcl from SDK 3.0, libgcl_ct before (an unknown release is taken to be current). */
+export function gclLibrary(sdk: SdkVersion | undefined): string {
+  return !sdk || sdk.major >= 3 ? '-lgcl' : '-lgcl_ct';
 }
 
 /** A built executable in the cache. */
@@ -291,10 +311,10 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
     if (t.kind === 'sdk') {
       stages = [
         [
-          { cmd: t.popc, args: ['-O3', '--target', 'ipu2', out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
+          { cmd: t.popc, args: ['-O3', '--target', popcTargets(opts.device, t.sdk).join(','), out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
           { cmd: t.cxx, args: [...COMPILE_FLAGS.host, '-c', out('host.cpp'), '-o', out('host.o')], cwd: tmp, label: 'host.cpp' },
         ],
-        [{ cmd: t.cxx, args: [out('host.o'), '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lpoprand', '-lgcl'], cwd: tmp, label: 'link' }],
+        [{ cmd: t.cxx, args: [out('host.o'), '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lpoprand', gclLibrary(t.sdk)], cwd: tmp, label: 'link' }],
       ];
     } else {
       const include = path.join(t.poplarHost, 'include');

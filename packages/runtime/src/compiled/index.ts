@@ -1,10 +1,10 @@
-export { CompiledBackend, compiledBackend, compiledBackendWith, compiledBackendFor, compileOptionsFrom, compileModule, initialState } from './backend.js';
+export { CompiledBackend, OfflineBackend, compiledBackend, compiledBackendWith, compiledBackendFor, compileOptionsFrom, compileModule, deviceChoiceFrom, initialState } from './backend.js';
 export type { CompiledBackendOptions, ExecutableImage } from './backend.js';
-export { buildExecutable, buildKey, defaultCacheDir } from './build.js';
+export { buildExecutable, buildKey, defaultCacheDir, gclLibrary, popcTargets } from './build.js';
 export type { BuildOptions, BuiltExecutable } from './build.js';
 export { compileAndExport, loadExecutable, writeFileAtomic } from './archive.js';
 export { DEFAULT_CACHE_MAX_BYTES, cacheMaxBytes, checkCacheDir, clearCache, listCache, parseByteSize, pruneCache, resolveCacheDir } from './cache.js';
 export type { CacheEntry, CacheEntryKind, PruneOptions, PruneResult } from './cache.js';
 export type { LoadedExecutable } from './archive.js';
-export { findToolchain } from './toolchain.js';
-export type { Toolchain } from './toolchain.js';
+export { findToolchain, parseSdkVersion } from './toolchain.js';
+export type { SdkVersion, Toolchain } from './toolchain.js';

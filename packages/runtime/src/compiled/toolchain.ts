@@ -10,7 +10,15 @@ import { fileURLToPath } from 'node:url';
  * the bundled emulation (g++ and packages/runtime/poplar-host).
  */
 export type Toolchain =
-  | { readonly kind: 'sdk'; readonly popc: string; readonly cxx: string; readonly version: string }
+  | {
+      readonly kind: 'sdk';
+      readonly popc: string;
+      readonly cxx: string;
+      /** popc's and the compiler's version lines (the cache key). */
+      readonly version: string;
+      /** The Poplar SDK release popc reports, when it can be read. */
+      readonly sdk?: SdkVersion;
+    }
   | {
       readonly kind: 'emulation';
       readonly cxx: string;
@@ -20,6 +28,18 @@ export type Toolchain =
       /** Hash of the poplar-host sources and the compiler version. */
       readonly version: string;
     };
+
+export interface SdkVersion {
+  readonly major: number;
+  readonly minor: number;
+  readonly patch: number;
+}
+
+/** The SDK release in popc's version line ("POPLAR version 3.3.0 (...)"), if it names one. */
+export function parseSdkVersion(line: string): SdkVersion | undefined {
+  const m = /version\s+(\d+)\.(\d+)(?:\.(\d+))?/i.exec(line);
+  return m ? { major: Number(m[1]), minor: Number(m[2]), patch: Number(m[3] ?? 0) } : undefined;
+}
 
 /** The executable `name` on PATH, if any. */
 export function findOnPath(name: string): string | undefined {
@@ -82,7 +102,9 @@ export function findToolchain(prefer: 'auto' | 'sdk' | 'emulation' = 'auto'): To
   const popc = prefer === 'emulation' ? undefined : findOnPath('popc');
   let t: Toolchain;
   if (popc) {
-    t = { kind: 'sdk', popc, cxx, version: `${firstLine(popc, ['--version'])} | ${firstLine(cxx, ['--version'])}` };
+    const popcVersion = firstLine(popc, ['--version']);
+    const sdk = parseSdkVersion(popcVersion);
+    t = { kind: 'sdk', popc, cxx, version: `${popcVersion} | ${firstLine(cxx, ['--version'])}`, ...(sdk ? { sdk } : {}) };
   } else {
     if (prefer === 'sdk') throw new DiagnosticError(error('the Poplar SDK was requested but popc is not on PATH', undefined, ['source the SDK enable script']));
     const poplarHost = poplarHostDir();

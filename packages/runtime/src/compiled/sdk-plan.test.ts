@@ -1,0 +1,108 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { deviceIpus, generatePoplar } from '@tilegraph/codegen-poplar';
+import type { DeviceChoice } from '@tilegraph/codegen-poplar';
+import { opsModule } from './ops-fixture.js';
+import { buildExecutable, gclLibrary, popcTargets } from './build.js';
+import { parseSdkVersion } from './toolchain.js';
+
+/**
+ * The build plan for the Poplar SDK, run against a fake SDK: a `popc` and a C++ compiler on PATH
+ * that record their command lines and write the files asked for. The exact commands are checked
+ * for each SDK release and device: the popc targets (cpu for the IPU Model, ipu2 and ipu21 on
+ * SDK 3), the GCL library (-lgcl from 3.0, -lgcl_ct before).
+ */
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-sdk-plan-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** A fake tool: logs its arguments (one a line, then a blank line) and creates the file after -o. */
+function fakeTool(file: string, log: string, version: string): void {
+  fs.writeFileSync(
+    file,
+    [
+      '#!/bin/sh',
+      `if [ "$1" = "--version" ]; then echo "${version}"; exit 0; fi`,
+      `{ echo "$(basename "$0")"; for a in "$@"; do echo "$a"; done; echo; } >> "${log}"`,
+      'out=""; prev=""',
+      'for a in "$@"; do if [ "$prev" = "-o" ]; then out="$a"; fi; prev="$a"; done',
+      'if [ -n "$out" ]; then echo fake > "$out"; chmod +x "$out"; fi',
+      '',
+    ].join('\n'),
+    { mode: 0o755 },
+  );
+}
+
+/** The commands a build ran, as argument lists with the build folder replaced by BUILD. */
+function commands(log: string): string[][] {
+  const text = fs.readFileSync(log, 'utf8').trim();
+  return text.split('\n\n').map((block) => block.split('\n').map((a) => a.replace(/^.*\/\.build-[^/]+\//, 'BUILD/')));
+}
+
+function buildWithFakeSdk(name: string, popcVersion: string, device?: DeviceChoice): string[][] {
+  const dir = path.join(tmp, name);
+  const bin = path.join(dir, 'bin');
+  fs.mkdirSync(bin, { recursive: true });
+  const log = path.join(dir, 'commands.log');
+  fakeTool(path.join(bin, 'popc'), log, popcVersion);
+  fakeTool(path.join(bin, 'fake-g++'), log, 'g++ (fake) 12.0');
+  const saved = { PATH: process.env['PATH'], CXX: process.env['CXX'] };
+  process.env['PATH'] = `${bin}${path.delimiter}${saved.PATH ?? ''}`;
+  process.env['CXX'] = path.join(bin, 'fake-g++');
+  try {
+    const sources = generatePoplar(opsModule(), device ? { device } : {});
+    const built = buildExecutable(sources, { toolchain: 'sdk', cacheDir: path.join(dir, 'cache'), showProgress: false, ...(device ? { device } : {}) });
+    expect(built.toolchain).toBe('sdk');
+    expect(built.args).toEqual([path.join(built.dir, 'codelets.gp')]);
+  } finally {
+    process.env['PATH'] = saved.PATH;
+    if (saved.CXX === undefined) delete process.env['CXX'];
+    else process.env['CXX'] = saved.CXX;
+  }
+  return commands(log);
+}
+
+const HOST_COMPILE = ['fake-g++', '-std=c++17', '-O0', '-c', 'BUILD/host.cpp', '-o', 'BUILD/host.o'];
+const link = (gcl: string) => ['fake-g++', 'BUILD/host.o', '-o', 'BUILD/step', '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lpoprand', gcl];
+const popc = (targets: string) => ['popc', '-O3', '--target', targets, 'BUILD/codelets.cpp', '-o', 'BUILD/codelets.gp'];
+
+describe('the SDK build plan', () => {
+  test('SDK 3.x, IPU hardware: codelets for ipu2 and ipu21, linked with libgcl', () => {
+    const cmds = buildWithFakeSdk('sdk33', 'POPLAR version 3.3.0 (de1f8de2a7) popc 3.3.0');
+    expect(cmds).toHaveLength(3);
+    expect(cmds).toEqual(expect.arrayContaining([popc('ipu2,ipu21'), HOST_COMPILE]));
+    expect(cmds[2]).toEqual(link('-lgcl'));
+  });
+
+  test('SDK 2.x: codelets for ipu2 only, linked with libgcl_ct', () => {
+    const cmds = buildWithFakeSdk('sdk26', 'POPLAR version 2.6.0 (9a0d2b2f3c) popc 2.6.0');
+    expect(cmds).toEqual(expect.arrayContaining([popc('ipu2'), HOST_COMPILE]));
+    expect(cmds[2]).toEqual(link('-lgcl_ct'));
+  });
+
+  test('the IPU Model runs codelets built for the host (cpu); the host program creates an IPUModel', () => {
+    const cmds = buildWithFakeSdk('model', 'POPLAR version 3.4.0 (b4a1b7b5c2) popc 3.4.0', { kind: 'ipu-model' });
+    expect(cmds).toEqual(expect.arrayContaining([popc('cpu')]));
+    const host = generatePoplar(opsModule(), { device: { kind: 'ipu-model' } }).files['host.cpp']!;
+    expect(host).toContain('constexpr unsigned kDeviceKind = kIpuModel;');
+  });
+
+  test('the device in the host program: offline targets, device ids, IPU counts rounded up', () => {
+    const offline = generatePoplar(opsModule(), { device: { kind: 'offline', arch: 'ipu1' } }).files['host.cpp']!;
+    expect(offline).toContain('constexpr unsigned kDeviceKind = kOffline;');
+    expect(offline).toContain('constexpr const char *kIpuArch = "ipu1";');
+    const byId = generatePoplar(opsModule(), { device: { kind: 'ipu', ipuId: 3 } }).files['host.cpp']!;
+    expect(byId).toContain('constexpr int kIpuId = 3;');
+    expect(popcTargets({ kind: 'offline', arch: 'ipu1' }, parseSdkVersion('POPLAR version 3.4.0'))).toEqual(['ipu1']);
+    expect([3, 5, 6, 8].map((n) => deviceIpus(n, 1, { kind: 'ipu', autoRoundNumIpus: true }))).toEqual([4, 8, 8, 8]);
+    expect(deviceIpus(3, 2, { kind: 'ipu' })).toBe(6);
+  });
+
+  test('version lines and library names', () => {
+    expect(parseSdkVersion('POPLAR version 3.4.0 (b4a1b7b5c2) popc 3.4.0')).toEqual({ major: 3, minor: 4, patch: 0 });
+    expect(parseSdkVersion('popc: something else')).toBeUndefined();
+    expect(gclLibrary(undefined)).toBe('-lgcl');
+    expect(gclLibrary({ major: 2, minor: 6, patch: 0 })).toBe('-lgcl_ct');
+  });
+});
