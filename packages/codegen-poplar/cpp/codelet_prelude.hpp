@@ -1,6 +1,8 @@
 // Helpers shared by tilegraph's generated vertices: scalar maths with the reference
 // interpreter's semantics, and the work split of MultiVertex loops. The code generator copies
 // this file into every codelets.cpp (after <poplar/Vertex.hpp> and <cmath>).
+// Every generated vertex's compute() returns bool (true): SDKs before 3.2 require it, later ones
+// accept it as well as void.
 namespace tg {
 
 // Stores a float32 value in an int32 element as JavaScript's ToInt32 does (NaN and inf give 0,

@@ -322,7 +322,7 @@ function ringVertex(mc: ModuleContext): string {
         '  poplar::InOut<unsigned> index;',
         '  poplar::Input<unsigned> depth;',
         '',
-        '  void compute() { *index = *index + 1u == *depth ? 0u : *index + 1u; }',
+        '  bool compute() {', '    *index = *index + 1u == *depth ? 0u : *index + 1u;', '    return true;', '  }',
         '};',
       ].join('\n'),
   );
@@ -420,7 +420,7 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
     const cls = mc.codelets.add(
       'StepIncrement',
       '',
-      (name) => [`class ${name} : public poplar::Vertex {`, 'public:', '  poplar::InOut<unsigned> step;', '', '  void compute() { *step = *step + 1u; }', '};'].join('\n'),
+      (name) => [`class ${name} : public poplar::Vertex {`, 'public:', '  poplar::InOut<unsigned> step;', '', '  bool compute() {', '    *step = *step + 1u;', '    return true;', '  }', '};'].join('\n'),
     );
     const vertex = mc.codelets.vertexName(cls);
     lines.push(

@@ -7,6 +7,8 @@ using namespace poplar;
 // Helpers shared by tilegraph's generated vertices: scalar maths with the reference
 // interpreter's semantics, and the work split of MultiVertex loops. The code generator copies
 // this file into every codelets.cpp (after <poplar/Vertex.hpp> and <cmath>).
+// Every generated vertex's compute() returns bool (true): SDKs before 3.2 require it, later ones
+// accept it as well as void.
 namespace tg {
 
 // Stores a float32 value in an int32 element as JavaScript's ToInt32 does (NaN and inf give 0,
@@ -251,7 +253,7 @@ public:
   poplar::Input<poplar::Vector<T>> in1;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     constexpr unsigned K = tg::wordChunk<T>();
     for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
@@ -263,6 +265,7 @@ public:
         out0[i] = v0;
       }
     }
+    return true;
   }
 };
 template class Fused0<float>;
@@ -273,7 +276,7 @@ public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     constexpr unsigned K = tg::wordChunk<T>();
     for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
@@ -284,6 +287,7 @@ public:
         out0[i] = v0;
       }
     }
+    return true;
   }
 };
 template class Fused1<float>;
@@ -303,7 +307,7 @@ public:
     if (hi < lo) hi = lo;
   }
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const int H = 6, W = 6, OH = 3, OW = 3;
     const int KH = 2, KW = 2, SH = 2, SW = 2, DH = 1, DW = 1;
     const int PT = 0, PL = 0, PB = 0, PR = 0;
@@ -330,6 +334,7 @@ public:
         out[o] = T(m);
       }
     }
+    return true;
   }
 };
 template class MaxPool0<float>;
@@ -344,7 +349,7 @@ public:
   poplar::Output<poplar::Vector<bool, poplar::VectorLayout::SPAN, 4>> mask;
   unsigned begin;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned key = 7u ^ *seed;
     const unsigned stream = *step;
     const unsigned n = out.size();
@@ -361,6 +366,7 @@ public:
         out[i] = T(v);
       }
     }
+    return true;
   }
 };
 template class Dropout0<float>;
@@ -371,7 +377,7 @@ public:
   poplar::Input<T> in0;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x0 = *in0;
     const T x1 = T(72.0f);
@@ -383,6 +389,7 @@ public:
         out0[i] = v0;
       }
     }
+    return true;
   }
 };
 template class Fused2<float>;
@@ -395,7 +402,7 @@ public:
   poplar::Input<poplar::Vector<T>> in2;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = *in1;
     constexpr unsigned K = tg::wordChunk<T>();
@@ -409,6 +416,7 @@ public:
         out0[i] = v1;
       }
     }
+    return true;
   }
 };
 template class Fused3<float>;
@@ -420,7 +428,7 @@ public:
   poplar::Input<poplar::Vector<T>> in2;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = T(0.01f);
     constexpr unsigned K = tg::wordChunk<T>();
@@ -434,6 +442,7 @@ public:
         out0[i] = v1;
       }
     }
+    return true;
   }
 };
 template class Fused4<float>;
@@ -442,7 +451,10 @@ class StepIncrement0 : public poplar::Vertex {
 public:
   poplar::InOut<unsigned> step;
 
-  void compute() { *step = *step + 1u; }
+  bool compute() {
+    *step = *step + 1u;
+    return true;
+  }
 };
 
 } // namespace tg

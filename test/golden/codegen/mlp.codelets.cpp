@@ -7,6 +7,8 @@ using namespace poplar;
 // Helpers shared by tilegraph's generated vertices: scalar maths with the reference
 // interpreter's semantics, and the work split of MultiVertex loops. The code generator copies
 // this file into every codelets.cpp (after <poplar/Vertex.hpp> and <cmath>).
+// Every generated vertex's compute() returns bool (true): SDKs before 3.2 require it, later ones
+// accept it as well as void.
 namespace tg {
 
 // Stores a float32 value in an int32 element as JavaScript's ToInt32 does (NaN and inf give 0,
@@ -125,7 +127,7 @@ public:
   poplar::Input<poplar::Vector<T>> in1;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     constexpr unsigned K = tg::wordChunk<T>();
     for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
@@ -138,6 +140,7 @@ public:
         out0[i] = v1;
       }
     }
+    return true;
   }
 };
 template class Fused0<float>;
@@ -148,7 +151,7 @@ public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = T(3.0f);
     constexpr unsigned K = tg::wordChunk<T>();
@@ -160,6 +163,7 @@ public:
         out0[i] = v0;
       }
     }
+    return true;
   }
 };
 template class Fused1<float>;
@@ -170,7 +174,7 @@ public:
   poplar::Input<poplar::Vector<T>> in;
   poplar::Output<poplar::Vector<int>> out;
 
-  void compute(unsigned workerId) {
+  bool compute(unsigned workerId) {
     const unsigned len = 3;
     const bool selectLast = false;
     for (unsigned r = workerId; r < out.size(); r += numWorkers()) {
@@ -189,6 +193,7 @@ public:
       }
       out[r] = int(best);
     }
+    return true;
   }
 };
 template class ArgMax0<float>;

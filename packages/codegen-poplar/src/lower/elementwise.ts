@@ -286,10 +286,11 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       'public:',
       ...fields,
       '',
-      '  void compute(unsigned workerId) {',
+      '  bool compute(unsigned workerId) {',
       '    const unsigned n = out0.size();',
       ...hoisted.map((l) => `    ${l}`),
       ...workerLoop(outTypes, 'n', perElement).map((l) => `    ${l}`),
+      '    return true;',
       '  }',
       '};',
     ].join('\n');

@@ -100,7 +100,7 @@ function lowerIntMatmul(op: Op, e: GraphEmitter, A3: string, B3: string, m: numb
       '  poplar::Output<poplar::Vector<T>> out;',
       '  unsigned begin;',
       '',
-      '  void compute(unsigned workerId) {',
+      '  bool compute(unsigned workerId) {',
       `    const unsigned m = ${m}, k = ${k}, n = ${n};`,
       '    for (unsigned i = workerId; i < out.size(); i += numWorkers()) {',
       '      const unsigned o = begin + i;',
@@ -109,6 +109,7 @@ function lowerIntMatmul(op: Op, e: GraphEmitter, A3: string, B3: string, m: numb
       '      for (unsigned p = 0; p < k; ++p) acc += unsigned(a[(grp * m + row) * k + p]) * unsigned(b[(grp * k + p) * n + col]);',
       '      out[i] = T(acc);',
       '    }',
+      '    return true;',
       '  }',
       '};',
     ].join('\n');

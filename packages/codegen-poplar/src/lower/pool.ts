@@ -105,7 +105,7 @@ function forwardBody(kind: 'max' | 'avg', g: Geometry, includePad: boolean): (na
       '',
       ...TAP_RANGE,
       '',
-      '  void compute(unsigned workerId) {',
+      '  bool compute(unsigned workerId) {',
       ...geometryLines(g),
       ...workerLoop(
         ['T'],
@@ -123,6 +123,7 @@ function forwardBody(kind: 'max' | 'avg', g: Geometry, includePad: boolean): (na
         ],
         'o',
       ).map((l) => `    ${l}`),
+      '    return true;',
       '  }',
       '};',
     ].join('\n');
@@ -180,7 +181,7 @@ function gradBody(kind: 'max' | 'avg', g: Geometry, includePad: boolean): (name:
       '',
       ...TAP_RANGE,
       '',
-      '  void compute(unsigned workerId) {',
+      '  bool compute(unsigned workerId) {',
       ...geometryLines(g),
       ...workerLoop(
         ['T'],
@@ -208,6 +209,7 @@ function gradBody(kind: 'max' | 'avg', g: Geometry, includePad: boolean): (name:
         ],
         'o',
       ).map((l) => `    ${l}`),
+      '    return true;',
       '  }',
       '};',
     ].join('\n');

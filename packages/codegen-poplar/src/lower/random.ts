@@ -46,11 +46,12 @@ function randomVertex(name: string, seed: string, fields: string[], outTypes: st
     ...fields,
     '  unsigned begin;',
     '',
-    '  void compute(unsigned workerId) {',
+    '  bool compute(unsigned workerId) {',
     `    const unsigned key = ${seed} ^ *seed;`,
     '    const unsigned stream = *step;',
     '    const unsigned n = out.size();',
     ...workerLoop(outTypes, 'n', ['const unsigned bits = tg::counterBits(key, stream, begin + i);', ...draw]).map((l) => `    ${l}`),
+    '    return true;',
     '  }',
     '};',
   ].join('\n');

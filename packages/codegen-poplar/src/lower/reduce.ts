@@ -153,7 +153,7 @@ function lowerArgmax(op: Op, e: GraphEmitter): void {
       '  poplar::Input<poplar::Vector<T>> in;',
       '  poplar::Output<poplar::Vector<int>> out;',
       '',
-      '  void compute(unsigned workerId) {',
+      '  bool compute(unsigned workerId) {',
       `    const unsigned len = ${len};`,
       `    const bool selectLast = ${selectLast};`,
       '    for (unsigned r = workerId; r < out.size(); r += numWorkers()) {',
@@ -176,6 +176,7 @@ function lowerArgmax(op: Op, e: GraphEmitter): void {
       '      }',
       '      out[r] = int(best);',
       '    }',
+      '    return true;',
       '  }',
       '};',
     ].join('\n');
