@@ -4,12 +4,13 @@ import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { importOnnxFile } from '@tilegraph/frontend';
 import { BERT_BASE, writeTransformerOnnx } from './make-transformer.js';
+import { BenchContext, BenchOutput, measuredRow, onnxruntimeVersion } from './results.js';
 
 /**
  * Import benchmark: a 12-layer, 768-wide transformer encoder (random weights, ~340 MB) is written
  * to a temporary folder, then imported by tilegraph (importOnnxFile) and loaded by onnxruntime
  * (InferenceSession.create), each in a fresh child process so that its time and peak memory are
- * its own. Prints both and their ratio.
+ * its own; the two take turns, `repeat` imports each, and the figures are their medians.
  */
 
 interface Measurement {
@@ -56,34 +57,37 @@ function measure(which: 'tilegraph' | 'ort', file: string): Measurement {
 
 const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MB`;
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
+const TILEGRAPH = 'tilegraph importOnnxFile';
+const ORT = 'onnxruntime InferenceSession.create';
 
-export async function benchImport(opts: { runs?: number; keep?: boolean } = {}): Promise<void> {
-  const runs = opts.runs ?? 3;
+export async function benchImport(ctx: BenchContext, opts: { keep?: boolean } = {}): Promise<BenchOutput> {
+  // --quick: two layers instead of twelve (about 60 MB instead of 340)
+  const spec = ctx.quick ? { ...BERT_BASE, layers: 2 } : BERT_BASE;
   const t0 = Date.now();
-  const file = writeTransformerOnnx(BERT_BASE);
+  const file = writeTransformerOnnx(spec);
   const size = fs.statSync(file).size;
-  console.log(`import: ${BERT_BASE.layers}-layer transformer encoder, hidden ${BERT_BASE.hidden}, ${mb(size)} (${path.basename(file)} written in ${Date.now() - t0} ms)`);
+  const what = `${spec.layers}-layer transformer encoder, hidden ${spec.hidden}, ${mb(size)}`;
+  ctx.log(`${what} (${path.basename(file)} written in ${Date.now() - t0} ms); ${ctx.repeat} imports each`);
   try {
-    const rows: [string, Measurement][] = [];
-    for (const which of ['tilegraph', 'ort'] as const) {
-      const ms: Measurement[] = [];
-      for (let i = 0; i < runs; i++) ms.push(measure(which, file));
-      const best = ms.reduce((a, b) => (a.ms <= b.ms ? a : b));
-      rows.push([which, { ...best, ms: median(ms.map((m) => m.ms)), peakRss: median(ms.map((m) => m.peakRss)) }]);
-    }
-    const name = { tilegraph: 'tilegraph importOnnxFile', ort: 'onnxruntime InferenceSession.create' } as Record<string, string>;
-    for (const [which, m] of rows) {
-      console.log(
-        `  ${name[which]!.padEnd(36)} ${m.ms.toFixed(0).padStart(6)} ms   peak RSS ${mb(m.peakRss).padStart(8)} (+${mb(m.peakRss - m.baseRss)} over start)   heap +${mb(m.heapUsedDelta)}${m.ops !== undefined ? `   ${m.ops} IR ops` : ''}`,
-      );
-    }
-    const tg = rows[0]![1];
-    const ort = rows[1]![1];
-    console.log(`  ratio tilegraph / onnxruntime: time ${(tg.ms / ort.ms).toFixed(2)}x, peak memory over start ${((tg.peakRss - tg.baseRss) / (ort.peakRss - ort.baseRss)).toFixed(2)}x (median of ${runs} runs)`);
+    const runs: Record<'tilegraph' | 'ort', Measurement[]> = { tilegraph: [], ort: [] };
+    // taking turns, so that load on the machine falls on both alike
+    for (let i = 0; i < ctx.repeat; i++) for (const which of i % 2 ? (['ort', 'tilegraph'] as const) : (['tilegraph', 'ort'] as const)) runs[which].push(measure(which, file));
+    const tg = runs.tilegraph;
+    const ort = runs.ort;
+    const c = `${spec.layers}-layer encoder (${mb(size)})`;
+    const overStart = (m: Measurement) => m.peakRss - m.baseRss;
+    const rows = [
+      measuredRow({ benchmark: 'import', case: c, subject: TILEGRAPH, metric: 'time', unit: 'ms', higherIsBetter: false, samples: tg.map((m) => m.ms), peers: [{ name: ORT, samples: ort.map((m) => m.ms) }] }),
+      measuredRow({ benchmark: 'import', case: c, subject: TILEGRAPH, metric: 'peak RSS over start', unit: 'bytes', higherIsBetter: false, samples: tg.map(overStart), peers: [{ name: ORT, samples: ort.map(overStart) }] }),
+      measuredRow({ benchmark: 'import', case: c, subject: TILEGRAPH, metric: 'peak RSS', unit: 'bytes', higherIsBetter: false, samples: tg.map((m) => m.peakRss), peers: [{ name: ORT, samples: ort.map((m) => m.peakRss) }] }),
+      measuredRow({ benchmark: 'import', case: c, subject: TILEGRAPH, metric: 'JS heap growth', unit: 'bytes', higherIsBetter: false, samples: tg.map((m) => m.heapUsedDelta) }),
+    ];
+    return {
+      title: `${what}: tilegraph importOnnxFile beside onnxruntime-node InferenceSession.create, each import in a fresh process`,
+      rows,
+      notes: [`tilegraph's graph has ${tg[0]!.ops ?? '?'} IR ops; peak RSS over start: the child's peak resident set less what it held before the import (node and the loaded modules)`],
+      versions: { onnxruntime: onnxruntimeVersion() },
+    };
   } finally {
     if (!opts.keep) fs.rmSync(path.dirname(file), { recursive: true, force: true });
   }
@@ -96,9 +100,7 @@ if (process.argv[1] && pathToFileURL(path.resolve(process.argv[1])).href === imp
       process.exit(1);
     });
   } else {
-    benchImport().catch((e) => {
-      console.error(e instanceof Error ? e.message : String(e));
-      process.exit(1);
-    });
+    console.error('run this benchmark with `npm run bench -- import`');
+    process.exitCode = 2;
   }
 }

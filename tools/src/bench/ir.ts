@@ -1,9 +1,12 @@
 import { Graph, GraphBuilder, InitSpec, Value, fileLoc, getOpDef, parseGraph, printGraph, verifyGraph } from '@tilegraph/ir';
+import { BenchRow } from '../report/bench-results.js';
+import { BenchContext, BenchOutput, computedRow, measuredRow } from './results.js';
 
 /**
  * IR benchmark: graphs of 1k, 10k and 100k ops (chains of matmul, bias add and activations over a
  * few inputs and shared weights, with residual adds), timing build, verifyGraph, printGraph and
- * parseGraph. Every phase should be linear: about 10x the time for 10x the ops.
+ * parseGraph. Every phase should be linear: about 10x the time for 10x the ops. Each figure is the
+ * median of `repeat` runs (--quick: 1k and 10k ops only).
  */
 
 const SIZES = [1_000, 10_000, 100_000];
@@ -12,14 +15,12 @@ const LAYERS_OF_WEIGHTS = 4;
 const PHASES = ['build', 'verify', 'print', 'parse'] as const;
 type Phase = (typeof PHASES)[number];
 
-interface Row {
+interface Run {
   ops: number;
   ms: Record<Phase, number>;
   textBytes: number;
   /** Largest heapUsed seen at the end of a phase. */
   peakHeap: number;
-  /** Peak resident set of the process so far (sizes run in increasing order). */
-  peakRss: number;
 }
 
 /** A realistic op mix of about `n` ops: matmul + add + activation per layer, residuals every few layers. */
@@ -61,7 +62,7 @@ function time<T>(f: () => T): [T, number] {
   return [r, Number(process.hrtime.bigint() - t0) / 1e6];
 }
 
-function measureOnce(n: number): Row {
+function measureOnce(n: number): Run {
   (globalThis as { gc?: () => void }).gc?.();
   let peakHeap = process.memoryUsage().heapUsed;
   const sample = () => {
@@ -77,42 +78,34 @@ function measureOnce(n: number): Row {
   const [back, parse] = time(() => parseGraph(text, 'bench.tgir'));
   sample();
   if (back.numOps !== g.numOps) throw new Error('parsed graph differs from the printed one');
-  return { ops: g.numOps, ms: { build, verify, print, parse }, textBytes: text.length, peakHeap, peakRss: process.resourceUsage().maxRSS * 1024 };
+  return { ops: g.numOps, ms: { build, verify, print, parse }, textBytes: text.length, peakHeap };
 }
 
-/** The median of a few runs per phase, the same statistic at every size (a shared machine is noisy). */
-function measure(n: number, runs: number): Row {
-  const rows = Array.from({ length: runs }, () => measureOnce(n));
-  const best = { ...rows[0]! };
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  best.ms = Object.fromEntries(PHASES.map((p) => [p, median(rows.map((r) => r.ms[p]))])) as Record<Phase, number>;
-  best.peakHeap = Math.max(...rows.map((r) => r.peakHeap));
-  best.peakRss = Math.max(...rows.map((r) => r.peakRss));
-  return best;
-}
-
-const pad = (s: string, w: number) => s.padStart(w);
-const fmt = (ms: number) => (ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0));
-
-export async function benchIr(): Promise<void> {
-  measureOnce(SIZES[0]!); // warm up the JIT
-  const rows: Row[] = [];
-  for (const n of SIZES) rows.push(measure(n, n <= 1_000 ? 5 : 3));
-
-  const head = ['ops', ...PHASES.map((p) => `${p} ms`), 'text MB', 'heap MB', 'peak RSS MB'];
-  const widths = head.map((h) => Math.max(h.length, 9));
-  const line = (cells: string[]) => cells.map((c, i) => pad(c, widths[i]!)).join('  ');
-  console.log('ir: build, verify, print and parse of chains of matmul/add/activation ops (growth: time ratio per 10x ops; ~10 is linear)');
-  console.log(line(head));
-  for (const r of rows) {
-    console.log(line([String(r.ops), ...PHASES.map((p) => fmt(r.ms[p])), (r.textBytes / 2 ** 20).toFixed(1), (r.peakHeap / 2 ** 20).toFixed(0), (r.peakRss / 2 ** 20).toFixed(0)]));
+export async function benchIr(ctx: BenchContext): Promise<BenchOutput> {
+  const sizes = ctx.quick ? SIZES.slice(0, 2) : SIZES;
+  measureOnce(sizes[0]!); // warm up the JIT
+  const rows: BenchRow[] = [];
+  const medians: { ops: number; ms: Record<Phase, number> }[] = [];
+  for (const n of sizes) {
+    ctx.log(`${n} ops: ${ctx.repeat} runs`);
+    const runs = Array.from({ length: ctx.repeat }, () => measureOnce(n));
+    const ops = runs[0]!.ops;
+    const phaseRows = PHASES.map((p) =>
+      measuredRow({ benchmark: 'ir', case: `${ops} ops`, subject: 'tilegraph IR', metric: p, unit: 'ms', higherIsBetter: false, samples: runs.map((r) => r.ms[p]) }),
+    );
+    rows.push(...phaseRows);
+    rows.push(measuredRow({ benchmark: 'ir', case: `${ops} ops`, subject: 'tilegraph IR', metric: 'peak heap', unit: 'bytes', higherIsBetter: false, samples: runs.map((r) => r.peakHeap) }));
+    rows.push(computedRow({ benchmark: 'ir', case: `${ops} ops`, subject: 'tilegraph IR', metric: 'printed text', unit: 'bytes', higherIsBetter: false, value: runs[0]!.textBytes }));
+    medians.push({ ops, ms: Object.fromEntries(PHASES.map((p, i) => [p, phaseRows[i]!.value.median])) as Record<Phase, number> });
   }
   // growth per 10x more ops: about 10 when linear, about 100 when quadratic
-  for (let i = 1; i < rows.length; i++) {
-    const a = rows[i - 1]!;
-    const b = rows[i]!;
+  const notes: string[] = [];
+  for (let i = 1; i < medians.length; i++) {
+    const a = medians[i - 1]!;
+    const b = medians[i]!;
     const scale = b.ops / a.ops;
-    const ratios = PHASES.map((p) => (b.ms[p] / a.ms[p] / (scale / 10)).toFixed(1));
-    console.log(line([`${a.ops >= 1000 ? `${Math.round(a.ops / 1000)}k` : a.ops}->${Math.round(b.ops / 1000)}k`, ...ratios, '', '', '']));
+    notes.push(`growth ${a.ops} -> ${b.ops} ops (time ratio per 10x ops; ~10 is linear): ${PHASES.map((p) => `${p} ${(b.ms[p] / a.ms[p] / (scale / 10)).toFixed(1)}`).join(', ')}`);
   }
+  notes.push(`peak RSS of the process: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
+  return { title: 'build, verify, print and parse of chains of matmul/add/activation ops', rows, notes };
 }

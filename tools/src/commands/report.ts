@@ -9,6 +9,7 @@ import { checkOutputFile, writeAtomic } from '../files.js';
 import { diagnosticJson, emitDocument } from '../json.js';
 import { ReportData, reportData } from '../report/data.js';
 import { renderReportHtml } from '../report/html.js';
+import { benchSection } from '../report/bench-view.js';
 
 /**
  * `tilegraph report`: the memory plan of the step the compile flags describe, per IPU — the
@@ -23,11 +24,13 @@ export function registerReport(program: Command): void {
   const cmd = program.command('report').description('print the memory plan of a model: per IPU, always-live bytes, the peak, the fullest tile');
   registerStepFlags(cmd)
     .option('--json', 'print the plan as JSON (one entry per IPU)')
-    .option('--html <file>', 'write a visual report (graph, schedule, memory, compile) as one self-contained HTML file');
+    .option('--html <file>', 'write a visual report (graph, schedule, memory, compile) as one self-contained HTML file')
+    .option('--bench <file>', 'add a Benchmarks tab to the --html page with the results `npm run bench` wrote (bench/results.json)');
   cmd.action((model: string, o: Record<string, unknown>) => {
     const html = o['html'] as string | undefined;
     // checked before the (possibly long) build
-    if (html !== undefined) checkOutputFile(html, '--html', [model, ...(o['options'] ? [o['options'] as string] : [])]);
+    if (html !== undefined) checkOutputFile(html, '--html', [model, ...(o['options'] ? [o['options'] as string] : []), ...(o['bench'] ? [o['bench'] as string] : [])]);
+    const bench = o['bench'] === undefined ? undefined : benchSection(o['bench'] as string, html);
     const t0 = performance.now();
     const step = buildStep(model, o);
     const t1 = performance.now();
@@ -42,7 +45,7 @@ export function registerReport(program: Command): void {
     const sections = pipelineReport(step.module, step.placement, step.schedule, { ipus: mem.ipus });
     if (html !== undefined) {
       const data = htmlReportData(model, step, generated, { loadAndPasses: t1 - t0, generate: t2 - t1 });
-      const page = renderReportHtml(data);
+      const page = renderReportHtml(bench ? { ...data, bench } : data);
       writeAtomic(html, page);
       // with --json, stdout stays one JSON document
       const line = `HTML report of ${model} written to ${html} (${formatBytes(Buffer.byteLength(page))}${fits ? '' : '; a tile does not fit'})\n`;

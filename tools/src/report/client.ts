@@ -1,7 +1,8 @@
 /**
  * The report page's script, inlined in the HTML file (no template literals inside: it is one). It
- * reads the JSON block and draws the four tabs. Every name from the model goes into the page with
- * textContent or as an attribute value set through the DOM, never as markup.
+ * reads the JSON block and draws the four tabs (a fifth, Benchmarks, comes as markup). Every name
+ * from the model goes into the page with textContent or as an attribute value set through the DOM,
+ * never as markup.
  */
 export const CLIENT_JS = String.raw`(function () {
 'use strict';
@@ -162,6 +163,9 @@ document.addEventListener('mouseleave', function () { tip.style.display = 'none'
 var drawn = {};
 var DRAW = {};
 var TABS = ['graph', 'schedule', 'memory', 'compile'];
+// the Benchmarks tab (report --bench) is written into the page as it is: nothing to draw
+if (document.getElementById('tab-bench')) TABS.push('bench');
+DRAW.bench = function () {};
 function showTab(name) {
   document.querySelectorAll('.tabs button').forEach(function (b) { b.setAttribute('aria-selected', String(b.dataset.tab === name)); });
   document.querySelectorAll('main .tab').forEach(function (s) { s.hidden = s.id !== 'tab-' + name; });

@@ -1,6 +1,7 @@
 import { EstimateOptions, GeneratedSources, GraphEstimate, PipelineEstimate, estimateGraphCycles, executionCounts } from '@tilegraph/codegen-poplar';
 import { Diagnostic, Frame, Graph, Location, Module, Op, formatFrame, formatLocation, formatType } from '@tilegraph/ir';
 import { PassTiming, PipelineInfo } from '@tilegraph/passes';
+import { BenchSection } from './bench-view.js';
 import { PlannedAllocation, liveAt, tileUsage } from './tiles.js';
 
 /**
@@ -23,6 +24,8 @@ export interface ReportData {
   readonly timeline: TimelineData;
   readonly memory: MemoryData;
   readonly compile: CompileData;
+  /** Benchmark results added with --bench (see bench-view.ts): the Benchmarks tab. */
+  readonly bench?: BenchSection;
 }
 
 export interface DiagnosticData {

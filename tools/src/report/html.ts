@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
+import { BenchSection, BenchSectionTable } from './bench-view.js';
 import { CLIENT_JS } from './client.js';
 import { ReportData } from './data.js';
 import { REPORT_CSS } from './styles.js';
@@ -23,6 +24,43 @@ export function jsonForScript(value: unknown): string {
 function inlineScript(code: string, what: string): string {
   if (/<\/script|<!--/i.test(code)) throw new Error(`internal: ${what} cannot be inlined in a <script> element`);
   return code;
+}
+
+function benchTableHtml(t: BenchSectionTable): string[] {
+  const cell = (tag: 'th' | 'td', text: string, i: number) => `<${tag}${t.numeric[i] ? ' class="n"' : ''}>${escapeHtml(text)}</${tag}>`;
+  return [
+    `<h2>${escapeHtml(t.name)}</h2>`,
+    `<p class="note">${escapeHtml(t.title)} (${t.seconds.toFixed(1)} s)</p>`,
+    ...(t.error !== undefined ? [`<div class="problems"><h3>Failed</h3><p>${escapeHtml(t.error)}</p></div>`] : []),
+    ...(t.rows.length
+      ? [
+          '<table class="t">',
+          `<thead><tr>${t.head.map((h, i) => cell('th', h, i)).join('')}</tr></thead>`,
+          '<tbody>',
+          ...t.rows.map((r) => `<tr>${r.map((x, i) => cell('td', x, i)).join('')}</tr>`),
+          '</tbody>',
+          '</table>',
+          `<p class="note">${escapeHtml(t.caption)}</p>`,
+        ]
+      : []),
+    ...(t.footnotes.length || t.notes.length ? ['<ul class="warnings">', ...[...t.footnotes, ...t.notes].map((n) => `<li>${escapeHtml(n)}</li>`), '</ul>'] : []),
+  ];
+}
+
+/**
+ * The Benchmarks tab, as markup made here (every text escaped): the results' machine, date and
+ * command, then a table per benchmark. It needs no script, so it is not drawn by the page's.
+ */
+export function benchTabHtml(b: BenchSection): string {
+  const facts: (readonly [string, string])[] = [['results', b.file], ['date', b.date], ['commit', b.commit ?? 'not a git checkout'], ['command', b.command], ...b.facts];
+  return [
+    '<h2>Benchmarks</h2>',
+    '<p class="note">Measured by <code>npm run bench</code> on the machine below, not on an IPU: medians of repeated measurements, each peer measured in the same run.</p>',
+    '<table class="t facts">',
+    ...facts.map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`),
+    '</table>',
+    ...b.benchmarks.flatMap(benchTableHtml),
+  ].join('\n');
 }
 
 let dagreCache: string | undefined;
@@ -53,12 +91,15 @@ function sha256(code: string): string {
 /**
  * The report as one HTML file: styles, dagre and the page's script inlined, the data in a JSON
  * block. The content security policy allows only those two scripts (by hash) and no fetches, so
- * nothing is loaded from the network and markup smuggled into a name could not run.
+ * nothing is loaded from the network and markup smuggled into a name could not run. With
+ * `data.bench` (tilegraph report --bench) the page has a fifth tab, Benchmarks.
  */
 export function renderReportHtml(data: ReportData): string {
   const scripts = [dagreBundle(), inlineScript(CLIENT_JS, 'the report script')];
   const csp = `default-src 'none'; script-src ${scripts.map(sha256).join(' ')}; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'`;
   const title = `tilegraph report: ${data.file}`;
+  // the Benchmarks tab is markup already: the script has no use for its data
+  const { bench: _bench, ...scriptData } = data;
   return [
     '<!doctype html>',
     '<html lang="en">',
@@ -79,6 +120,7 @@ export function renderReportHtml(data: ReportData): string {
     '    <button role="tab" data-tab="schedule">Schedule</button>',
     '    <button role="tab" data-tab="memory">Memory</button>',
     '    <button role="tab" data-tab="compile">Compile</button>',
+    ...(data.bench ? ['    <button role="tab" data-tab="bench">Benchmarks</button>'] : []),
     '  </nav>',
     '</header>',
     '<div id="problems"></div>',
@@ -87,9 +129,10 @@ export function renderReportHtml(data: ReportData): string {
     '  <section id="tab-schedule" class="tab" hidden></section>',
     '  <section id="tab-memory" class="tab" hidden></section>',
     '  <section id="tab-compile" class="tab" hidden></section>',
+    ...(data.bench ? [`  <section id="tab-bench" class="tab" hidden>\n${benchTabHtml(data.bench)}\n  </section>`] : []),
     '</main>',
     '<noscript><p class="noscript">This report draws itself with JavaScript (inlined in this file; it loads nothing from the network). Allow scripts for this file to see it.</p></noscript>',
-    `<script type="application/json" id="report-data">${jsonForScript(data)}</script>`,
+    `<script type="application/json" id="report-data">${jsonForScript(scriptData)}</script>`,
     ...scripts.map((s) => `<script>${s}</script>`),
     '</body>',
     '</html>',

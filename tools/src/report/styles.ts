@@ -129,6 +129,12 @@ svg path.edge.hot { stroke: var(--accent); stroke-width: 2.2; }
 details.ipu { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 8px 14px; margin: 10px 0; }
 details.ipu summary { cursor: pointer; font-weight: 650; }
 
+/* benchmarks */
+#tab-bench table.t { margin: 4px 0; }
+#tab-bench table.facts { width: auto; }
+#tab-bench table.facts th { position: static; background: transparent; padding-right: 18px; }
+#tab-bench code { font-family: var(--mono); font-size: 12.5px; }
+
 /* tooltip */
 .tip { position: fixed; z-index: 100; pointer-events: none; background: #1c2130; color: #eef0f5; border-radius: 6px; padding: 7px 10px; font-size: 12px; max-width: 460px; box-shadow: 0 6px 20px rgba(0,0,0,.3); display: none; }
 .tip .tt { font-weight: 700; margin-bottom: 3px; word-break: break-all; }

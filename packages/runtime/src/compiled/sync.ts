@@ -216,9 +216,10 @@ interface Channel {
 function startWorker(data: Record<string, unknown>): Channel {
   const signal = new Int32Array(new SharedArrayBuffer(8));
   const { port1, port2 } = new MessageChannel();
-  // the worker's source is CommonJS: a process started with --input-type=module must not pass that on
-  const execArgv = process.execArgv.filter((a, i, all) => !a.startsWith('--input-type') && all[i - 1] !== '--input-type');
-  const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv, workerData: { ...data, signal: signal.buffer, port: port1 }, transferList: [port1] });
+  // the worker's source is plain CommonJS that needs no flags, and inheriting the process's would
+  // break it: --input-type=module changes how it is parsed, and V8 flags such as --expose-gc are
+  // refused by workers (ERR_WORKER_INVALID_EXEC_ARGV)
+  const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], workerData: { ...data, signal: signal.buffer, port: port1 }, transferList: [port1] });
   worker.unref();
   return { worker, port: port2, signal };
 }

@@ -1,0 +1,84 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { importOnnxFile } from '@tilegraph/frontend';
+import { GraphBuilder } from '@tilegraph/ir';
+import { NoTorchMatch, findTorchPython, startTorchPeer, torchArchitecture } from './torch-peer.js';
+
+/** The PyTorch peer's architecture, read from the imported oracle models, and the peer itself when PyTorch is installed. */
+
+const ORACLES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../shared/oracles');
+const present = fs.existsSync(path.join(ORACLES, 'mlp.onnx'));
+const withOracles = present ? describe : describe.skip;
+if (!present) console.warn(`tools/src/bench/torch-peer.test.ts: the oracle models are not at ${ORACLES}; their cases are skipped`);
+
+withOracles('the architecture of the oracle models', () => {
+  it('MLP: Linear 16->32, ReLU, Linear 32->10, 874 parameters', () => {
+    const arch = torchArchitecture(importOnnxFile(path.join(ORACLES, 'mlp.onnx'), { batchSize: 4 }).graph);
+    expect(arch).toEqual({
+      input: [16],
+      classes: 10,
+      layers: [{ type: 'linear', in: 16, out: 32, bias: true }, { type: 'relu' }, { type: 'linear', in: 32, out: 10, bias: true }],
+      parameters: 874,
+    });
+  });
+
+  it('CNN: Conv2d 1->4 k3 pad1, BatchNorm2d(4) in train mode, ReLU, MaxPool2d 2, Flatten, Linear 64->10, 698 parameters', () => {
+    const arch = torchArchitecture(importOnnxFile(path.join(ORACLES, 'cnn.onnx'), { batchSize: 4 }).graph);
+    expect(arch.input).toEqual([1, 8, 8]);
+    expect(arch.layers).toEqual([
+      { type: 'conv2d', in: 1, out: 4, kernel: [3, 3], stride: [1, 1], padding: [1, 1], dilation: [1, 1], groups: 1, bias: true },
+      { type: 'batchnorm2d', features: 4, eps: expect.closeTo(1e-5, 10) as number, momentum: 0.1 },
+      { type: 'relu' },
+      { type: 'maxpool2d', kernel: [2, 2], stride: [2, 2], padding: [0, 0], dilation: [1, 1], ceilMode: false },
+      { type: 'flatten' },
+      { type: 'linear', in: 64, out: 10, bias: true },
+    ]);
+    expect(arch.parameters).toBe(698);
+  });
+});
+
+describe('graphs the peer does not compare', () => {
+  it('says why: an op with no layer, a branch, a missing logits output', () => {
+    const softmax = new GraphBuilder('m');
+    const x = softmax.input('x', 'float32', [4, 8]);
+    softmax.output('logits', softmax.op('softmax', [softmax.op('relu', [x])], { axis: -1 }));
+    expect(() => torchArchitecture(softmax.graph)).toThrow(NoTorchMatch);
+    expect(() => torchArchitecture(softmax.graph)).toThrow('op softmax has no layer in the peer');
+
+    const branch = new GraphBuilder('m');
+    const y = branch.input('x', 'float32', [4, 8]);
+    const a = branch.op('relu', [y]);
+    branch.output('logits', branch.op('tanh', [y]));
+    void a;
+    expect(() => torchArchitecture(branch.graph)).toThrow("tanh does not take the previous layer's result");
+
+    const unnamed = new GraphBuilder('m');
+    unnamed.output('out', unnamed.op('relu', [unnamed.input('x', 'float32', [4, 8])]));
+    expect(() => torchArchitecture(unnamed.graph)).toThrow('the model has no output named logits');
+  });
+});
+
+const python = findTorchPython();
+const withTorch = present && 'python' in python ? describe : describe.skip;
+if (!('python' in python)) console.warn(`tools/src/bench/torch-peer.test.ts: ${python.unavailable}; the peer's own case is skipped`);
+
+withTorch('the PyTorch peer', () => {
+  it('builds the graph\'s model (the same parameters and output) and answers a timing window', async () => {
+    const arch = torchArchitecture(importOnnxFile(path.join(ORACLES, 'cnn.onnx'), { batchSize: 8 }).graph);
+    const peer = await startTorchPeer('PyTorch', (python as { python: string }).python, arch, { batch: 8, stepsPerCall: 2, lr: 0.01, seed: 1 });
+    try {
+      expect(peer.torchVersion).toMatch(/^\d+\.\d+/);
+      expect(await peer.window(0.01)).toBeGreaterThan(0);
+    } finally {
+      peer.close();
+    }
+  });
+
+  it('refuses a model that differs from the graph', async () => {
+    const arch = torchArchitecture(importOnnxFile(path.join(ORACLES, 'mlp.onnx'), { batchSize: 8 }).graph);
+    await expect(startTorchPeer('PyTorch', (python as { python: string }).python, { ...arch, parameters: arch.parameters + 1 }, { batch: 8, stepsPerCall: 1, lr: 0.01, seed: 1 })).rejects.toThrow(
+      "PyTorch's model has 874 parameters, the graph 875",
+    );
+  });
+});
