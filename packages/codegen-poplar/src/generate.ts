@@ -267,6 +267,39 @@ function* generateGraph(mc: ModuleContext, g: Graph, fn: string): Pausable<{ cod
   return { code, prints: e.prints.map((p) => p.stream), emitter: e };
 }
 
+/** Largest all-reduce bucket: bounds the exchange buffers one collective needs. */
+const ALL_REDUCE_BUCKET_BYTES = 64 * 2 ** 20;
+
+/**
+ * The variables of an all_reduce in buckets reduced by one collective each: same replica group and
+ * element type (so they concatenate), in program order, each at most ALL_REDUCE_BUCKET_BYTES
+ * (a larger variable is a bucket of its own). Empty variables and single-replica groups need none.
+ */
+function allReduceBuckets(mc: ModuleContext, variables: readonly string[]): { group: string; names: string[]; indices: number[] }[] {
+  const open = new Map<string, { group: string; names: string[]; indices: number[]; bytes: number }>();
+  const done: { group: string; names: string[]; indices: number[] }[] = [];
+  for (const name of variables) {
+    const s = mc.stateIndex(name);
+    const group = commGroupLiteral(mc.module.variables.get(name)!.group, mc.module.replicationFactor);
+    if (!group || numElements(s.shape) === 0) continue;
+    const bytes = numElements(s.shape) * deviceType(s.dtype).bytes;
+    const key = `${group}|${s.dtype}`;
+    let b = open.get(key);
+    if (b && b.bytes + bytes > ALL_REDUCE_BUCKET_BYTES) {
+      done.push(b);
+      b = undefined;
+    }
+    if (!b) {
+      b = { group, names: [], indices: [], bytes: 0 };
+      open.set(key, b);
+    }
+    b.names.push(name);
+    b.indices.push(s.index);
+    b.bytes += bytes;
+  }
+  return [...done, ...open.values()].map(({ group, names, indices }) => ({ group, names, indices }));
+}
+
 function commGroupLiteral(g: CommGroup | undefined, replicas: number): string | undefined {
   const { size } = groupStrideAndSize(g, replicas);
   if (size <= 1) return undefined;
@@ -359,19 +392,25 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
           emit(depth, `${target}.add(poplar::program::Copy(d.inFifo[${s.index}], d.inputs[${s.index}]));  // ${cppComment(name, 60)}`);
         }
         return;
-      case 'all_reduce':
-        for (const name of p.variables) {
-          const s = mc.stateIndex(name);
-          const v = mc.module.variables.get(name)!;
-          const group = commGroupLiteral(v.group, mc.module.replicationFactor);
-          if (!group || numElements(s.shape) === 0) continue;
-          const op = p.op === 'mean' ? 'MEAN' : 'ADD';
-          emit(
-            depth,
-            `gcl::allReduceInPlaceCrossReplica(d.graph, d.state[${s.index}], gcl::CollectiveOperator::${op}, ${target}, ${group}, ${cppStringLiteral(`all_reduce ${name}`, 64)}, poplar::OptionFlags());`,
-          );
+      case 'all_reduce': {
+        // one collective per bucket of variables with the same replica group and type, as
+        // PopART merges them: fewer, larger transfers than one all-reduce per gradient
+        const op = p.op === 'mean' ? 'MEAN' : 'ADD';
+        for (const bucket of allReduceBuckets(mc, p.variables)) {
+          const label = bucket.names.length === 1 ? `all_reduce ${bucket.names[0]}` : `all_reduce ${bucket.names.length} tensors`;
+          const call = (data: string, at: number) =>
+            emit(at, `gcl::allReduceInPlaceCrossReplica(d.graph, ${data}, gcl::CollectiveOperator::${op}, ${target}, ${bucket.group}, ${cppStringLiteral(label, 64)}, poplar::OptionFlags());`);
+          if (bucket.indices.length === 1) {
+            call(`d.state[${bucket.indices[0]}]`, depth);
+            continue;
+          }
+          emit(depth, `{  // ${cppComment(bucket.names.join(', '), 100)}`);
+          emit(depth + 1, `poplar::Tensor bucket = poplar::concat({${bucket.indices.map((i) => `d.state[${i}].flatten()`).join(', ')}});`);
+          call('bucket', depth + 1);
+          emit(depth, '}');
         }
         return;
+      }
       case 'remote_load':
       case 'remote_store':
         for (const name of p.variables) {
