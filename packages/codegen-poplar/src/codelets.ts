@@ -9,7 +9,7 @@ import fs from 'node:fs';
  * Fixed device code, kept in real C++ files (packages/codegen-poplar/cpp) and copied into every
  * codelets.cpp, so that a generated file builds on its own with popc.
  */
-function cppFile(name: string): string {
+export function cppFile(name: string): string {
   return fs.readFileSync(new URL(`../cpp/${name}`, import.meta.url), 'utf8');
 }
 

@@ -343,6 +343,7 @@ poplar::program::Sequence buildProgram(Device &d) {
 
 } // namespace
 
+// main(): attach the device, build the graph, load the engine, then serve the protocol.
 int main(int argc, char **argv) {
   try {
     // answers go to the original stdout; anything else written to stdout goes to stderr

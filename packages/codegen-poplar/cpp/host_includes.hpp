@@ -1,0 +1,33 @@
+// The headers of every generated host program (host.ts adds those the Precision options need).
+#include <poplar/DeviceManager.hpp>
+#include <poplar/Engine.hpp>
+#include <poplar/Graph.hpp>
+#include <poplar/IPUModel.hpp>
+#include <poplar/Program.hpp>
+#include <poplar/Target.hpp>
+#include <popops/Cast.hpp>
+#include <popops/DynamicSlice.hpp>
+#include <popops/Fill.hpp>
+#include <popops/Reduce.hpp>
+#include <popops/Zero.hpp>
+#include <popops/codelets.hpp>
+#include <poplin/ConvParams.hpp>
+#include <poplin/Convolution.hpp>
+#include <poplin/MatMul.hpp>
+#include <poplin/codelets.hpp>
+#include <poputil/TileMapping.hpp>
+#include <gcl/Collectives.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+#include <unistd.h>
