@@ -86,6 +86,10 @@ void checkReduceTypes(const poplar::Type &in, const poplar::Type &out, Operation
     throw poputil::poplibs_error(message("reduce: ", op, " needs bool input and output, got ", in, " -> ", out));
   if (!logical && (in == poplar::BOOL))
     throw poputil::poplibs_error(message("reduce: ", op, " of a bool tensor"));
+  // libpopops has no unsigned vertices for these (its reduce codelets are float, half and int)
+  const bool arithmetic = op == Operation::ADD || op == Operation::SQUARE_ADD || op == Operation::MUL;
+  if (arithmetic && (in == poplar::UNSIGNED_INT || in == poplar::UNSIGNED_SHORT || in == poplar::UNSIGNED_CHAR))
+    throw poputil::poplibs_error(message("reduce: no ", op, " reduction of ", in, " in PopLibs (reduce the same bits as int)"));
 }
 
 enum class Accum { Exact, Float, Half };
@@ -552,6 +556,9 @@ void multiUpdateAdd(poplar::Graph &, const poplar::Tensor &t, const poplar::Tens
                     const poplar::Tensor &scale, const std::vector<std::size_t> &dims,
                     const std::vector<std::size_t> &sizes, poplar::program::Sequence &prog, const SlicePlan &,
                     const poplar::OptionFlags &, const poplar::DebugContext &debugContext) {
+  // PopLibs' multiUpdateAdd takes a 2-D tensor (rows updated along dimension 0) and no other
+  if (t.rank() != 2)
+    throw poputil::poplibs_error(message("multiUpdateAdd: the tensor must have rank 2, got ", t.shapeToString()));
   multiUpdateImpl("multiUpdateAdd", UpdateKind::Add, t, s, offsets, &scale, dims, sizes, prog,
                   nameOf(debugContext, "multiUpdateAdd"));
 }

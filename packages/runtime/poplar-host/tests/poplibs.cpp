@@ -242,6 +242,17 @@ int main() {
   for (auto &t : {S, sIdx, two}) graph.setTileMapping(t, 0);
   popops::multiUpdateAdd(graph, T, S, sIdx, two, {0}, {1}, prog, popops::SlicePlan(), OptionFlags());
   readBack("T", T);
+  // what PopLibs does not have is refused, not emulated: multiUpdateAdd of a tensor that is not
+  // 2-D, and sums or products of unsigned integers (popops::fill<bool> does not compile)
+  Tensor T3 = graph.addVariable(FLOAT, {4, 2, 1}, "T3");
+  poputil::mapTensorLinearly(graph, T3);
+  CHECK_THROWS(poputil::poplibs_error,
+               popops::multiUpdateAdd(graph, T3, S.reshape({3, 1, 2, 1}), sIdx, two, {0}, {1}, prog, popops::SlicePlan(), OptionFlags()),
+               "multiUpdateAdd: the tensor must have rank 2");
+  Tensor counts = graph.addVariable(UNSIGNED_INT, {4, 2}, "counts");
+  poputil::mapTensorLinearly(graph, counts);
+  CHECK_THROWS(poputil::poplibs_error, popops::reduce(graph, counts, UNSIGNED_INT, {1}, popops::Operation::ADD, prog), "no ADD reduction of unsigned int");
+  CHECK_THROWS(poputil::poplibs_error, popops::reduce(graph, counts, UNSIGNED_INT, {1}, popops::Operation::MUL, prog), "no MUL reduction of unsigned int");
 
   Engine engine(graph, prog);
   engine.load(device);
