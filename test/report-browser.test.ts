@@ -38,7 +38,11 @@ suite(title, () => {
   };
 
   beforeAll(async () => {
-    const r = runCli(['report', 'examples/transformer.tg', '--options', 'examples/transformer_pipelined.opts', '--arg', 'layers=4', '--html', out]);
+    // a profiled run of a small model, for the Profile tab
+    const prof = path.join(tmp, 'prof');
+    const p = runCli(['run', 'examples/mlp.tg', '--backend', 'ipu', '--no-progress', '--profile', prof], 600_000);
+    expect(p.code).toBe(0);
+    const r = runCli(['report', 'examples/transformer.tg', '--options', 'examples/transformer_pipelined.opts', '--arg', 'layers=4', '--html', out, '--profile', prof]);
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: process.getuid?.() === 0 ? ['--no-sandbox'] : [] });
@@ -60,7 +64,7 @@ suite(title, () => {
     });
     await page.goto(pathToFileURL(out).href);
     await page.waitForSelector('body[data-ready="1"]', { timeout: 60_000 });
-  }, 180_000);
+  }, 900_000);
 
   afterAll(async () => {
     await browser?.close();
@@ -131,6 +135,14 @@ suite(title, () => {
     const rows = await page.locator('#tab-compile table.t').first().locator('tbody tr').allTextContents();
     expect(rows.length).toBeGreaterThan(10);
     expect(rows.some((r) => r.includes('autograd'))).toBe(true);
+  });
+
+  it('the profile tab shows the measured compute sets and a cell per tile', async () => {
+    await page.click('.tabs button[data-tab="profile"]');
+    expect(await page.locator('#tab-profile').isVisible()).toBe(true);
+    const rows = await page.locator('#tab-profile table.t', { has: page.locator('th', { hasText: 'compute set' }) }).locator('tbody tr').allTextContents();
+    expect(rows.some((r) => r.includes('fused_add'))).toBe(true);
+    expect(await page.locator('#tab-profile .profile-tiles i').count()).toBe(1472);
   });
 
   it('takes a screenshot', async () => {

@@ -1217,8 +1217,6 @@ export const HARDWARE_ONLY_OPTIONS: readonly string[] = Object.freeze([
   'useOfflineIpuTarget',
   'useIpuId',
   'autoRoundNumIPUs',
-  'enableProfiling',
-  'logCycleCount',
   'TensorLocations.numIOTiles',
   'Distributed.configureProcessId',
   'Distributed.setEnvVarNames',
@@ -1492,13 +1490,19 @@ export class Options {
     return this;
   }
 
-  /** Log the IPU cycles used by each run. Hardware only. */
+  /**
+   * Count the estimated cycles of each run on the emulated engine: the executor's cycleCount()
+   * needs it, as in PopTorch, and then reads the last run's (see docs/report.md, "Profiling").
+   */
   logCycleCount(enabled: boolean): this {
     this.v.log_cycle_count = checkBool('logCycleCount', enabled);
     return this;
   }
 
-  /** Write a profiling report to this directory (default '.'). Hardware only. */
+  /**
+   * Write a profile of the compile and of the runs into `<profileDir>/<modelName>/` (default
+   * '.'): see docs/report.md. On the Poplar SDK, Poplar writes its own profile.pop there too.
+   */
   enableProfiling(profileDir: string | null = null): this {
     this.v.profile_dir = profileDir === null ? '.' : checkNonEmptyString('enableProfiling', profileDir, 'a directory path');
     return this;
@@ -1752,8 +1756,8 @@ export class Options {
   /**
    * Hardware-only options set away from their defaults. The emulated target (the default on a
    * machine without an IPU) records these options but does not act on them: they affect device
-   * attachment, synchronisation, profiling and cycle counters, IO tiles, stochastic rounding,
-   * floating-point exception traps and multi-host runs, none of which the emulation models.
+   * attachment, synchronisation, IO tiles, stochastic rounding, floating-point exception traps
+   * and multi-host runs, none of which the emulation models.
    * Callers list them so such settings are reported, never silently dropped.
    */
   hardwareOnlyOptions(): HardwareOnlyOption[] {
@@ -1768,8 +1772,6 @@ export class Options {
     add('useOfflineIpuTarget', this.v.ipu_version, undefined);
     add('useIpuId', this.v.ipu_id, undefined);
     add('autoRoundNumIPUs', this.v.auto_round_num_ipus, d.v.auto_round_num_ipus);
-    add('enableProfiling', this.v.profile_dir, undefined);
-    add('logCycleCount', this.v.log_cycle_count, d.v.log_cycle_count);
     add('TensorLocations.numIOTiles', this.tensorLocations.num_io_tiles, undefined);
     const dist = this.distributed.toJSON();
     const dd = d.distributed.toJSON();

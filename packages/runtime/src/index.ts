@@ -6,3 +6,4 @@ export * from './session/index.js';
 export * from './data/dataloader.js';
 export * from './compiled/index.js';
 export * from './progress.js';
+export * from './profile/index.js';

@@ -10,6 +10,7 @@ import { diagnosticJson, emitDocument } from '../json.js';
 import { ReportData, reportData } from '../report/data.js';
 import { renderReportHtml } from '../report/html.js';
 import { benchSection } from '../report/bench-view.js';
+import { profileFlagSection } from '../report/profile-view.js';
 
 /**
  * `tilegraph report`: the memory plan of the step the compile flags describe, per IPU — the
@@ -25,12 +26,15 @@ export function registerReport(program: Command): void {
   registerStepFlags(cmd)
     .option('--json', 'print the plan as JSON (one entry per IPU)')
     .option('--html <file>', 'write a visual report (graph, schedule, memory, compile) as one self-contained HTML file')
-    .option('--bench <file>', 'add a Benchmarks tab to the --html page with the results `npm run bench` wrote (bench/results.json)');
+    .option('--bench <file>', 'add a Benchmarks tab to the --html page with the results `npm run bench` wrote (bench/results.json)')
+    .option('--profile <dir>', 'add a Profile tab to the --html page: what a profiled run measured (Options.enableProfiling, train/run --profile) beside the estimates');
   cmd.action((model: string, o: Record<string, unknown>) => {
     const html = o['html'] as string | undefined;
     // checked before the (possibly long) build
     if (html !== undefined) checkOutputFile(html, '--html', [model, ...(o['options'] ? [o['options'] as string] : []), ...(o['bench'] ? [o['bench'] as string] : [])]);
     const bench = o['bench'] === undefined ? undefined : benchSection(o['bench'] as string, html);
+    // read and checked before the build too
+    const profile = o['profile'] === undefined ? undefined : profileFlagSection(o['profile'] as string, html, o['pipeline'] as string);
     const t0 = performance.now();
     const step = buildStep(model, o);
     const t1 = performance.now();
@@ -45,7 +49,7 @@ export function registerReport(program: Command): void {
     const sections = pipelineReport(step.module, step.placement, step.schedule, { ipus: mem.ipus });
     if (html !== undefined) {
       const data = htmlReportData(model, step, generated, { loadAndPasses: t1 - t0, generate: t2 - t1 });
-      const page = renderReportHtml(bench ? { ...data, bench } : data);
+      const page = renderReportHtml({ ...data, ...(bench ? { bench } : {}), ...(profile ? { profile: profile(step.module.name) } : {}) });
       writeAtomic(html, page);
       // with --json, stdout stays one JSON document
       const line = `HTML report of ${model} written to ${html} (${formatBytes(Buffer.byteLength(page))}${fits ? '' : '; a tile does not fit'})\n`;

@@ -143,6 +143,7 @@ interface RunFlags {
   json?: boolean;
   progress: boolean;
   explainCache?: boolean;
+  profile?: string;
 }
 
 interface RunResult {
@@ -154,6 +155,8 @@ interface RunResult {
   readonly cache?: { hit: boolean; reason?: string };
   readonly summary: string;
   readonly batchSize?: number;
+  /** The model's profile folder (--profile). */
+  readonly profileDir?: string;
 }
 
 /** Loads the model (batch size from the flag, else from the inputs when the model has a batch to set) and runs it. */
@@ -195,7 +198,9 @@ function runModel(model: string, o: RunFlags, args: readonly InputArg[]): RunRes
   const feeds = { ...syntheticFor(inputs, o.seed, o.intHigh), ...feedsFrom(arrays, inputs) };
   const weights = o.weights ? readWeightsFor(g, o.weights) : undefined;
   const t0 = performance.now();
-  const session = o.backend === 'ipu' ? inferenceModel(g, new Options().randomSeed(o.seed).showCompilationProgressBar(o.progress)) : undefined;
+  const opts = new Options().randomSeed(o.seed).showCompilationProgressBar(o.progress);
+  if (o.profile !== undefined) opts.enableProfiling(o.profile);
+  const session = o.backend === 'ipu' ? inferenceModel(g, opts) : undefined;
   if (session && weights) session.loadStateDict(weights);
   const outputs = session ? session.run(feeds) : runGraph(g, feeds, { seed: o.seed, ...(weights ? { parameters: weights } : {}) }).outputs;
   if (session) stderrReporter().report(session.warnings);
@@ -210,6 +215,7 @@ function runModel(model: string, o: RunFlags, args: readonly InputArg[]): RunRes
     ...(session?.executableCache ? { cache: session.executableCache } : {}),
     summary: `${g.name}: ${g.numOps} ops, ${g.parameters().length} parameters${o.weights ? ` from ${o.weights}` : ''}${inferred !== undefined ? `, batch size ${inferred} (from the inputs)` : ''}`,
     ...(inferred !== undefined ? { batchSize: inferred } : {}),
+    ...(session?.profileDir ? { profileDir: session.profileDir } : {}),
   };
 }
 
@@ -285,6 +291,7 @@ export function registerRun(program: Command): void {
     .option('--backend <target>', 'reference (the IR interpreter) or ipu (compiled: the SDK if popc is on PATH, else the emulation); a .tgx runs as built', 'reference')
     .option('--weights <file>', 'parameter values from a weights file (train --save: .safetensors or .json) instead of the initializers')
     .option('--no-progress', 'no progress bar while the model is built (--backend ipu)')
+    .option('--profile <dir>', 'profile the compile and the run into DIR/inference (Options.enableProfiling; --backend ipu); tilegraph report --profile DIR --html FILE shows it')
     .option(...EXPLAIN_CACHE_FLAG);
   registerModelFlags(cmd, "size of the batch: symbolic batch dimensions (ONNX) or the `batch` parameter (.tg); default: the first input's first dimension");
   cmd.action(function (this: Command, model: string, o: RunFlags) {
@@ -302,6 +309,11 @@ export function registerRun(program: Command): void {
         if (!o.output.toLowerCase().endsWith('.npz')) throw new UsageError(`-o ${o.output}: name the file .npz (for one .npy per output use --output-dir)`);
       }
       if (o.outputDir) checkOutputDir(o.outputDir, '--output-dir');
+      if (o.profile !== undefined) {
+        if (executable) throw new UsageError('--profile profiles a model file compiled here, not an exported executable (.tgx)');
+        if (o.backend !== 'ipu') throw new UsageError('--profile measures the compiled model: add --backend ipu (the reference interpreter measures nothing)');
+        checkOutputDir(o.profile, '--profile');
+      }
       if (o.weights) checkInputFile(o.weights, 'weights file');
       const r = executable ? runExecutable(model, o, args) : runModel(model, o, args);
       const written: string[] = [];
@@ -321,12 +333,14 @@ export function registerRun(program: Command): void {
           ...(r.batchSize !== undefined ? { batch_size: r.batchSize } : {}),
           time_ms: Math.round(r.ms * 1000) / 1000,
           ...cacheJson(r.cache),
+          ...(r.profileDir ? { profile: r.profileDir } : {}),
           outputs: outputsJson(r.outputs),
         };
         emitDocument(doc);
         return;
       }
       process.stdout.write(`${r.summary}, ran in ${r.ms.toFixed(1)} ms (${r.where})\n`);
+      if (r.profileDir) process.stdout.write(`profile written to ${r.profileDir} (tilegraph report ${model} --pipeline inference --profile ${o.profile ?? r.profileDir} --html FILE shows it)\n`);
       if (written.length) process.stdout.write(`outputs ${describeOutputs(r.outputs)} written to ${written.join(' and ')}\n`);
       else for (const [name, t] of Object.entries(r.outputs)) process.stdout.write(`${name} = ${formatTensor(t)}\n`);
     });

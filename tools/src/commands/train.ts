@@ -67,6 +67,7 @@ interface TrainFlags {
   checkpointEvery?: number;
   resume?: string;
   load?: string;
+  profile?: string;
 }
 
 /** `--load`: weights from safetensors/JSON, a checkpoint folder, or an ONNX file's float initializers. */
@@ -121,10 +122,11 @@ export function registerTrain(program: Command): void {
     .option('--checkpoint-every <n>', 'steps between checkpoints', positiveInt)
     .option('--resume <dir>', 'continue from a checkpoint (a step-N folder, or the newest in a --checkpoint-dir) exactly where it stopped')
     .option('--stop-on-nan', 'stop at the first step whose loss is NaN or infinite (exit code 1, nothing saved)')
+    .option('--profile <dir>', 'profile the compile and every step into DIR/<model name> (Options.enableProfiling); tilegraph report --profile DIR --html FILE shows it')
     .option('--timeout <seconds>', 'longest wait for one step of the compiled executable before it is stopped (default 600)', positiveNumber)
     .option(...EXPLAIN_CACHE_FLAG)
     .option('--no-progress', 'no progress bars (the build\'s or the training\'s)')
-    .option('--json', 'print JSON Lines on stdout: one event a line (start, compile, step, epoch, eval, checkpoint, save, warning, error, end)')
+    .option('--json', 'print JSON Lines on stdout: one event a line (start, compile, profile, step, epoch, eval, checkpoint, save, warning, error, end)')
     .addHelpText(
       'after',
       [
@@ -163,6 +165,10 @@ export function registerTrain(program: Command): void {
       if (onnx && !model.toLowerCase().endsWith('.onnx')) throw new UsageError(`--save ${o.save}: an ONNX file is written from an ONNX model, and ${model} is not one; save .safetensors or .json`);
     }
     if (o.checkpointDir) checkOutputDir(o.checkpointDir, '--checkpoint-dir');
+    if (o.profile !== undefined) {
+      checkOutputDir(o.profile, '--profile');
+      if (String(o.backend).toLowerCase() === 'reference') throw new UsageError('--profile measures the compiled step; the reference interpreter (--backend reference) measures nothing');
+    }
     const resumeDir = o.resume ? findCheckpoint(o.resume) : undefined;
     const optType = optimizerFromFlag(o.optimizer);
     const options = o.options ? loadOptionsFile(o.options) : new Options();
@@ -171,6 +177,7 @@ export function registerTrain(program: Command): void {
     if (o.deviceIterations !== undefined) options.deviceIterations(o.deviceIterations);
     if (o.timeout !== undefined) options.executableTimeout(o.timeout);
     if (!o.progress) options.showCompilationProgressBar(false);
+    if (o.profile !== undefined) options.enableProfiling(o.profile);
     const loaded = loadModel(model, modelFlagsOf(o));
     const g = o.loss ? withLoss(loaded, o.loss) : loaded;
     const opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
@@ -224,6 +231,7 @@ export function registerTrain(program: Command): void {
     say(`compiled in ${compileSecs.toFixed(1)} s${cacheNote(cache, !!o['explainCache'])}`, { event: 'compile', seconds: round3(compileSecs), ...cacheJson(cache) });
     stderrReporter().report(trainer.warnings);
     if (timePasses && !json) process.stderr.write(formatTimings(trainer.passTimings) + '\n');
+    if (trainer.profileDir) say(`profiling into ${trainer.profileDir} (compile.json now, profile.json after every step; tilegraph report ${model} --profile ${o.profile ?? trainer.profileDir} --html FILE shows it)`, { event: 'profile', dir: trainer.profileDir });
 
     let step = 0;
     let epoch = 0;

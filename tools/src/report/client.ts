@@ -166,6 +166,9 @@ var TABS = ['graph', 'schedule', 'memory', 'compile'];
 // the Benchmarks tab (report --bench) is written into the page as it is: nothing to draw
 if (document.getElementById('tab-bench')) TABS.push('bench');
 DRAW.bench = function () {};
+// so is the Profile tab (report --profile)
+if (document.getElementById('tab-profile')) TABS.push('profile');
+DRAW.profile = function () {};
 function showTab(name) {
   document.querySelectorAll('.tabs button').forEach(function (b) { b.setAttribute('aria-selected', String(b.dataset.tab === name)); });
   document.querySelectorAll('main .tab').forEach(function (s) { s.hidden = s.id !== 'tab-' + name; });

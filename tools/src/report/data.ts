@@ -2,6 +2,7 @@ import { EstimateOptions, GeneratedSources, GraphEstimate, PipelineEstimate, est
 import { Diagnostic, Frame, Graph, Location, Module, Op, formatFrame, formatLocation, formatType } from '@tilegraph/ir';
 import { PassTiming, PipelineInfo } from '@tilegraph/passes';
 import { BenchSection } from './bench-view.js';
+import { ProfileSection } from './profile-view.js';
 import { PlannedAllocation, liveAt, tileUsage } from './tiles.js';
 
 /**
@@ -26,6 +27,8 @@ export interface ReportData {
   readonly compile: CompileData;
   /** Benchmark results added with --bench (see bench-view.ts): the Benchmarks tab. */
   readonly bench?: BenchSection;
+  /** A profiled run's measurements added with --profile (see profile-view.ts): the Profile tab. */
+  readonly profile?: ProfileSection;
 }
 
 export interface DiagnosticData {

@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { BenchSection, BenchSectionTable } from './bench-view.js';
 import { CLIENT_JS } from './client.js';
 import { ReportData } from './data.js';
+import { profileTabHtml } from './profile-view.js';
 import { REPORT_CSS } from './styles.js';
 
 /** Text for HTML element content and attribute values: the five characters that matter, as references. */
@@ -92,14 +93,15 @@ function sha256(code: string): string {
  * The report as one HTML file: styles, dagre and the page's script inlined, the data in a JSON
  * block. The content security policy allows only those two scripts (by hash) and no fetches, so
  * nothing is loaded from the network and markup smuggled into a name could not run. With
- * `data.bench` (tilegraph report --bench) the page has a fifth tab, Benchmarks.
+ * `data.bench` (tilegraph report --bench) the page has a fifth tab, Benchmarks; with `data.profile`
+ * (--profile) a Profile tab.
  */
 export function renderReportHtml(data: ReportData): string {
   const scripts = [dagreBundle(), inlineScript(CLIENT_JS, 'the report script')];
   const csp = `default-src 'none'; script-src ${scripts.map(sha256).join(' ')}; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'`;
   const title = `tilegraph report: ${data.file}`;
   // the Benchmarks tab is markup already: the script has no use for its data
-  const { bench: _bench, ...scriptData } = data;
+  const { bench: _bench, profile: _profile, ...scriptData } = data;
   return [
     '<!doctype html>',
     '<html lang="en">',
@@ -121,6 +123,7 @@ export function renderReportHtml(data: ReportData): string {
     '    <button role="tab" data-tab="memory">Memory</button>',
     '    <button role="tab" data-tab="compile">Compile</button>',
     ...(data.bench ? ['    <button role="tab" data-tab="bench">Benchmarks</button>'] : []),
+    ...(data.profile ? ['    <button role="tab" data-tab="profile">Profile</button>'] : []),
     '  </nav>',
     '</header>',
     '<div id="problems"></div>',
@@ -130,6 +133,7 @@ export function renderReportHtml(data: ReportData): string {
     '  <section id="tab-memory" class="tab" hidden></section>',
     '  <section id="tab-compile" class="tab" hidden></section>',
     ...(data.bench ? [`  <section id="tab-bench" class="tab" hidden>\n${benchTabHtml(data.bench)}\n  </section>`] : []),
+    ...(data.profile ? [`  <section id="tab-profile" class="tab" hidden>\n${profileTabHtml(data.profile)}\n  </section>`] : []),
     '</main>',
     '<noscript><p class="noscript">This report draws itself with JavaScript (inlined in this file; it loads nothing from the network). Allow scripts for this file to see it.</p></noscript>',
     `<script type="application/json" id="report-data">${jsonForScript(scriptData)}</script>`,

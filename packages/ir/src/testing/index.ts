@@ -1,2 +1,3 @@
 export * from './arbitrary.js';
 export * from './kernels.js';
+export * from './diagnostics.js';

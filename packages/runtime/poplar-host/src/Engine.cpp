@@ -5,16 +5,17 @@
 // gather their inputs into private buffers, then compute, then their outputs
 // are scattered back. On a multi-IPU replica, consecutive one-IPU children of
 // a Sequence run one thread per IPU (see ipusets.hpp).
+#include "engine_options.hpp"
 #include "internal.hpp"
 #include "ipusets.hpp"
 #include "liveness.hpp"
+#include "profile.hpp"
 
 #include <poplar/Engine.hpp>
 #include <poplar/exceptions.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cfenv>
 #include <condition_variable>
 #include <cstdlib>
@@ -82,113 +83,6 @@ struct CompiledGraph {
 namespace {
 
 std::size_t align8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
-
-/// The "key": value pairs of a flat JSON object (values: strings, numbers, true/false).
-std::vector<std::pair<std::string, std::string>> parseOptionsObject(const std::string &text, const char *what) {
-  std::size_t i = 0;
-  auto fail = [&](const char *problem) {
-    return poplar::invalid_option(message(what, ": ", problem, " at character ", i + 1, " of '", text, "'"));
-  };
-  auto at = [&](char c) { return i < text.size() && text[i] == c; };
-  auto space = [&] {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-  };
-  auto string = [&] {
-    if (!at('"')) throw fail("expected a string");
-    std::string out;
-    for (++i; i < text.size() && text[i] != '"'; ++i) {
-      if (text[i] == '\\' && i + 1 < text.size()) ++i;
-      out.push_back(text[i]);
-    }
-    if (!at('"')) throw fail("unterminated string");
-    ++i;
-    return out;
-  };
-  std::vector<std::pair<std::string, std::string>> out;
-  space();
-  if (!at('{')) throw fail("expected '{'");
-  ++i;
-  space();
-  if (at('}')) ++i;
-  else
-    for (;;) {
-      space();
-      std::string key = string();
-      space();
-      if (!at(':')) throw fail("expected ':'");
-      ++i;
-      space();
-      std::string value;
-      if (at('"')) value = string();
-      else {
-        const std::size_t j = i;
-        while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || std::strchr(".+-", text[i])))
-          ++i;
-        if (i == j) throw fail("expected a value");
-        value = text.substr(j, i - j);
-      }
-      out.emplace_back(std::move(key), std::move(value));
-      space();
-      if (at(',')) {
-        ++i;
-        continue;
-      }
-      if (at('}')) {
-        ++i;
-        break;
-      }
-      throw fail("expected ',' or '}'");
-    }
-  space();
-  if (i != text.size()) throw fail("unexpected text after the object");
-  return out;
-}
-
-/// Engine options with POPLAR_ENGINE_OPTIONS applied over them, as Poplar does.
-poplar::OptionFlags withEnvironmentOptions(const poplar::OptionFlags &opts) {
-  const char *env = std::getenv("POPLAR_ENGINE_OPTIONS");
-  if (env == nullptr || *env == '\0') return opts;
-  poplar::OptionFlags out = opts;
-  for (const auto &kv : parseOptionsObject(env, "POPLAR_ENGINE_OPTIONS")) out.set(kv.first, kv.second);
-  return out;
-}
-
-/// A true/false engine option: whether it is set, and its value.
-bool boolOption(const poplar::OptionFlags &o, const char *key, bool &value) {
-  const auto it = o.find(key);
-  if (it == o.end()) return false;
-  if (it->second == "true") value = true;
-  else if (it->second == "false") value = false;
-  else throw poplar::invalid_option(message("engine option ", key, ": expected true or false, got '", it->second, "'"));
-  return true;
-}
-
-/// The tiles' floating-point mode when the engine loads: IEEE unless the options choose
-/// (debug.floatPointOpException traps inv, div0 and oflo; debug.nanOverflowMode is nanoo).
-FpMode initialFpMode(const poplar::OptionFlags &o) {
-  FpMode m;
-  bool v = false;
-  if (boolOption(o, "debug.floatPointOpException", v)) {
-    m.inv = m.div0 = m.oflo = v;
-    m.chosen = true;
-  }
-  if (boolOption(o, "debug.nanOverflowMode", v)) {
-    m.nanoo = v;
-    m.chosen = true;
-  }
-  if (boolOption(o, "prng.enableStochasticRounding", v)) m.esr = v;
-  return m;
-}
-
-/// The seed the tiles' generators start from (engine option prng.seed, else 0).
-std::uint64_t initialSeed(const poplar::OptionFlags &o) {
-  const auto it = o.find("prng.seed");
-  if (it == o.end()) return 0;
-  const std::string &v = it->second;
-  if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
-    throw poplar::invalid_option(message("engine option prng.seed: expected an unsigned integer, got '", v, "'"));
-  return std::stoull(v);
-}
 
 /// The CPU's exception flags as tile flags.
 unsigned cpuFpFlags() {
@@ -487,12 +381,25 @@ public:
     const poplar::OptionFlags effective = withEnvironmentOptions(opts_);
     initialMode_ = initialFpMode(effective);
     initialSeed_ = initialSeed(effective);
+    profile_ = EngineProfiler::create(profileGraph(), effective);
+    if (profile_ && profile_->measuring()) timing_ = profile_.get();
     numberHostSteps();
     resetNumerics();
   }
 
   const CompiledGraph &compiled() const { return *cg_; }
   RemoteMemory &remote() { return remote_; }
+  EngineProfiler *timing() { return timing_; }
+  /// Engine::enable/disable/resetExecutionProfile.
+  void measureRuns(bool on) {
+    if (on && !(profile_ && profile_->measuring()))
+      throw poplar::runtime_error("enableExecutionProfiling: the engine was made without execution profiling "
+                                  "(engine option autoReport.all or autoReport.outputExecutionProfile)");
+    timing_ = on ? profile_.get() : nullptr;
+  }
+  void resetMeasurements() {
+    if (profile_ && profile_->measuring()) profile_->reset();
+  }
   const poplar::OptionFlags &options() const { return opts_; }
 
   void load(const poplar::Device &device) {
@@ -513,6 +420,7 @@ public:
     remote_.load(*cg_->graph, cg_->replicas);
     resetNumerics();
     loaded_ = true;
+    if (profile_) profile_->loaded();
   }
 
   void run(unsigned prog) {
@@ -524,8 +432,10 @@ public:
     barrier_ = std::make_unique<ReplicaBarrier>(r);
     contributions_.assign(r, {});
     const ProgramNode &root = *cg_->programs[prog];
+    if (timing_) timing_->beginRun(prog);
     if (r == 1) {
       exec(root, 0);
+      if (timing_) timing_->endRun();
       return;
     }
     std::vector<std::exception_ptr> errors(r);
@@ -549,6 +459,7 @@ public:
     if (barrier_->diverged())
       throw poplar::runtime_error("replicas took different paths through the program: a collective was reached "
                                   "by only some replicas");
+    if (timing_) timing_->endRun();
   }
 
   void connectStream(const std::string &handle, void *begin, void *end) {
@@ -600,10 +511,12 @@ public:
       throw poplar::poplar_error(message(write ? "writeTensor" : "readTensor", "('", handle, "'): the buffer has ",
                                          bytes, " bytes but ", cg_->replicas, " replica(s) of ", t.numElements, " ",
                                          t.type, " elements need ", per * cg_->replicas));
+    const auto t0 = timing_ ? EngineProfiler::now() : EngineProfiler::Clock::time_point();
     for (unsigned r = 0; r < cg_->replicas; ++r) {
       if (write) scatter(r, t.regions, t.type.size(), buf + r * per);
       else gather(r, t.regions, t.type.size(), buf + r * per);
     }
+    if (timing_) timing_->hostAccess(write, bytes, t0);
   }
 
   void hostTransfer(const std::string &handle, std::uint8_t *buf, bool write) {
@@ -668,6 +581,37 @@ private:
 
   void advanceGenerator(unsigned replica, unsigned tile) {
     if (fp_[replica][tile].esr) seeds_[replica][tile] = mix64(seeds_[replica][tile]);
+  }
+
+  /// What the profile describes: the programs, memory per tile, and each executed compute
+  /// set's estimated cycles (its slowest tile's vertex perf estimates, one after another, plus
+  /// a sync; tiles run side by side).
+  ProfileGraph profileGraph() const {
+    ProfileGraph p;
+    p.target = cg_->target;
+    p.replicas = cg_->replicas;
+    p.graph = cg_->graph.get();
+    p.programs = cg_->programs;
+    p.functions = cg_->functions;
+    p.tileBytes = cg_->tileBytes;
+    p.alwaysLiveBytes = cg_->alwaysLiveBytes;
+    for (const auto &kv : cg_->computeSets) {
+      ProfileGraph::ComputeSet c;
+      c.id = kv.first;
+      c.vertices = kv.second.vertices.size();
+      c.tiles = kv.second.tiles.size();
+      std::map<unsigned, std::uint64_t> perTile;
+      for (const auto &vp : kv.second.vertices) {
+        const std::uint64_t e = cg_->graph->vertices[vp.id].perfEstimate;
+        if (e == 0) ++c.unestimated;
+        perTile[vp.tile] += e;
+      }
+      std::uint64_t slowest = 0;
+      for (const auto &t : perTile) slowest = std::max(slowest, t.second);
+      c.cycles = slowest + kSyncCycles;
+      p.computeSets.push_back(c);
+    }
+    return p;
   }
 
   /// Host steps get numbers in program order, so that their stochastic rounding does not
@@ -968,7 +912,15 @@ private:
   // --- the interpreter -----------------------------------------------------------
   bool predicate(const poplar::Tensor &t, unsigned replica) { return context(replica).read(t)[0] != 0.0; }
 
+  /// Runs a node; replica 0's are timed when the engine measures runs (profile.hpp).
   void exec(const ProgramNode &n, unsigned replica) {
+    if (!timing_ || replica != 0) return execNode(n, replica);
+    const auto t0 = EngineProfiler::now();
+    execNode(n, replica);
+    timing_->step(n, t0);
+  }
+
+  void execNode(const ProgramNode &n, unsigned replica) {
     switch (n.kind) {
     case Kind::Sequence: sequence(n, replica); return;
     case Kind::Execute: execute(n.id, replica); return;
@@ -1039,6 +991,8 @@ private:
   std::vector<std::vector<std::uint64_t>> seeds_;  ///< [replica][tile]
   std::mutex stepMutex_;
   std::unordered_map<const ProgramNode *, std::uint64_t> stepIds_;
+  std::unique_ptr<EngineProfiler> profile_; ///< with the autoReport options only
+  EngineProfiler *timing_ = nullptr;        ///< profile_ when it measures runs: nothing is timed without it
   /// Threads for one compute set of a single replica: the cores, at most 4,
   /// or POPLAR_HOST_THREADS (1 turns it off).
   unsigned computeThreads_ = defaultComputeThreads();
@@ -1059,6 +1013,7 @@ private:
 };
 
 RemoteMemory &remoteMemory(EngineRuntime &rt) { return rt.remote(); }
+EngineProfiler *runProfiler(EngineRuntime &rt) { return rt.timing(); }
 const GraphState &graphOf(EngineRuntime &rt) { return *rt.compiled().graph; }
 
 // --- ReplicaContext ----------------------------------------------------------------
@@ -1237,6 +1192,9 @@ void Engine::setPrintStream(std::ostream &stream) { rt_->setPrintStream(stream);
 void Engine::setPrintTensorStream(std::ostream &stream) { rt_->setPrintStream(stream); }
 std::vector<std::string> Engine::listStreams() const { return rt_->listStreams(); }
 OptionFlags Engine::getEngineOptions() const { return rt_->options(); }
+void Engine::resetExecutionProfile() { rt_->resetMeasurements(); }
+void Engine::enableExecutionProfiling() { rt_->measureRuns(true); }
+void Engine::disableExecutionProfiling() { rt_->measureRuns(false); }
 
 void Engine::printProfileSummary(std::ostream &out, const OptionFlags &) const {
   const auto &cg = rt_->compiled();

@@ -14,13 +14,15 @@ std::shared_ptr<ProgramNode> makeNode(ProgramNode::Kind kind) {
   return n;
 }
 
-void addHostStep(poplar::program::Sequence &prog, const std::string &name, std::function<void(ReplicaContext &)> fn,
-                 std::vector<poplar::Tensor> touches) {
+std::shared_ptr<ProgramNode> addHostStep(poplar::program::Sequence &prog, const std::string &name,
+                                         std::function<void(ReplicaContext &)> fn,
+                                         std::vector<poplar::Tensor> touches) {
   auto n = makeNode(ProgramNode::Kind::HostStep);
   n->text = name;
   n->hostStep = std::move(fn);
   n->touches = std::move(touches);
   prog.add(poplar::program::Program(n));
+  return n;
 }
 
 namespace {

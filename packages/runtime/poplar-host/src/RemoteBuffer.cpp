@@ -4,6 +4,7 @@
 // memory, so they count neither towards a tile's bytes nor towards the
 // out-of-memory check.
 #include "internal.hpp"
+#include "profile.hpp"
 
 #include <poplar/Engine.hpp>
 #include <poplar/exceptions.hpp>
@@ -126,8 +127,8 @@ void RemoteMemory::copy(const ProgramNode &n, const ReplicaContext &ctx) {
   }
 }
 
-void RemoteMemory::hostCopy(const std::string &handle, std::uint8_t *buf, std::size_t bytes, std::uint64_t repeat,
-                            unsigned replica, bool toRemote) {
+std::size_t RemoteMemory::hostCopy(const std::string &handle, std::uint8_t *buf, std::size_t bytes,
+                                   std::uint64_t repeat, unsigned replica, bool toRemote) {
   const char *what = toRemote ? "copyToRemoteBuffer" : "copyFromRemoteBuffer";
   if (!graph_) throw poplar::runtime_error(message(what, "('", handle, "') called before Engine::load"));
   unsigned id = 0;
@@ -148,6 +149,7 @@ void RemoteMemory::hostCopy(const std::string &handle, std::uint8_t *buf, std::s
   auto &mem = storage(replica, id);
   if (toRemote) std::memcpy(mem.data() + repeat * rowBytes, buf, rowBytes);
   else std::memcpy(buf, mem.data() + repeat * rowBytes, rowBytes);
+  return rowBytes;
 }
 
 std::uint64_t remoteMemoryBytes(const poplar::Engine &engine) { return remoteBufferBytes(graphOf(engine.getRuntime())); }
@@ -194,7 +196,11 @@ void Engine::copyFromRemoteBuffer(StringRef handle, void *w, std::uint64_t repea
 }
 void Engine::remoteRowCopy(StringRef handle, void *buf, std::size_t bytes, std::uint64_t repeatIndex, unsigned replica,
                            bool toRemote) {
-  remoteMemory(*rt_).hostCopy(handle.str(), static_cast<std::uint8_t *>(buf), bytes, repeatIndex, replica, toRemote);
+  EngineProfiler *profile = runProfiler(*rt_);
+  const auto t0 = profile ? EngineProfiler::now() : EngineProfiler::Clock::time_point();
+  const std::size_t moved =
+      remoteMemory(*rt_).hostCopy(handle.str(), static_cast<std::uint8_t *>(buf), bytes, repeatIndex, replica, toRemote);
+  if (profile) profile->hostAccess(toRemote, moved, t0);
 }
 
 } // namespace poplar

@@ -192,6 +192,9 @@ struct ProgramNode {
   std::vector<poplar::Tensor> touches;
   /// CopyToRemote/CopyFromRemote: the row offsets (also in `touches`); invalid means row 0.
   poplar::Tensor remoteOffset;
+  /// HostStep of a matmul or convolution: its FLOPs (2 per multiply-add), for the profile's
+  /// cycle estimate (see profile.hpp).
+  std::uint64_t flops = 0;
 };
 
 std::shared_ptr<ProgramNode> makeNode(ProgramNode::Kind kind);
@@ -269,9 +272,9 @@ public:
   void load(const GraphState &graph, unsigned replicas);
   /// Runs a CopyToRemote / CopyFromRemote node for one replica.
   void copy(const ProgramNode &n, const ReplicaContext &ctx);
-  /// Engine::copyToRemoteBuffer / copyFromRemoteBuffer.
-  void hostCopy(const std::string &handle, std::uint8_t *buf, std::size_t bytes, std::uint64_t repeat,
-                unsigned replica, bool toRemote);
+  /// Engine::copyToRemoteBuffer / copyFromRemoteBuffer; returns the bytes moved.
+  std::size_t hostCopy(const std::string &handle, std::uint8_t *buf, std::size_t bytes, std::uint64_t repeat,
+                       unsigned replica, bool toRemote);
 
 private:
   std::vector<std::uint8_t> &storage(unsigned replica, unsigned buffer);
@@ -282,8 +285,11 @@ private:
 };
 
 class EngineRuntime;
+class EngineProfiler;
 /// The remote memory of an engine (a hook into the runtime in Engine.cpp).
 RemoteMemory &remoteMemory(EngineRuntime &rt);
+/// The engine's profiler when it measures runs, else nullptr (see profile.hpp).
+EngineProfiler *runProfiler(EngineRuntime &rt);
 const GraphState &graphOf(EngineRuntime &rt);
 /// Remote bytes one replica holds, and the profile summary's line for them.
 std::uint64_t remoteBufferBytes(const GraphState &graph);
@@ -295,9 +301,10 @@ void storeElement(poplar::Type::Id type, std::uint8_t *p, double v);
 void storeScalarValue(poplar::Type::Id type, std::uint8_t *p, const ScalarValue &v);
 
 /// Adds a step computed on the host (how the PopLibs functions run); `touches` lists every
-/// tensor it reads or writes, for the liveness of its variables.
-void addHostStep(poplar::program::Sequence &prog, const std::string &name,
-                 std::function<void(ReplicaContext &)> fn, std::vector<poplar::Tensor> touches);
+/// tensor it reads or writes, for the liveness of its variables. Returns the step's node.
+std::shared_ptr<ProgramNode> addHostStep(poplar::program::Sequence &prog, const std::string &name,
+                                         std::function<void(ReplicaContext &)> fn,
+                                         std::vector<poplar::Tensor> touches);
 
 /// Graph helpers for the library code.
 GraphState &state(const poplar::Graph &g);

@@ -129,7 +129,7 @@ void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, con
       for (std::size_t e = 0; e < c.size(); ++e) c[e] = prev[e] + scale * c[e];
     }
     ctx.write(C, c);
-  }, touches);
+  }, touches)->flops = 2 * std::uint64_t(G) * m * kk * n;
 }
 
 void checkMatMulOperands(const char *op, const poplar::Tensor &A, const poplar::Tensor &B, unsigned rank) {
@@ -596,7 +596,7 @@ poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const
     sums.finish(y, allFinite(x) && allFinite(w));
     ctx.raised(r);
     ctx.write(out, y);
-  }, {in, weights, out});
+  }, {in, weights, out})->flops = 2 * std::uint64_t(N) * G * Co * outN * Ci * kernelPos.size();
   return out;
 }
 

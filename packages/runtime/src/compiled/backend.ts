@@ -158,6 +158,16 @@ function asDiagnostic(e: unknown, what: string): never {
 /** Options of a started executable. */
 export type StartOptions = BackendOptions & { stepTimeoutMs?: number; profileSummaryFile?: string };
 
+/** The executable's environment: Node's, with the engine options and the profile summary's file when given. */
+function processEnv(opts: StartOptions): NodeJS.ProcessEnv | undefined {
+  if (!opts.profileSummaryFile && !opts.engineOptions) return undefined;
+  return {
+    ...process.env,
+    ...(opts.profileSummaryFile ? { POPLAR_HOST_PROFILE_SUMMARY: opts.profileSummaryFile } : {}),
+    ...(opts.engineOptions ? { POPLAR_ENGINE_OPTIONS: JSON.stringify(opts.engineOptions) } : {}),
+  };
+}
+
 /** Set by startSteps: the constructor then leaves loading the initial state to it. */
 const deferLoad: unique symbol = Symbol('deferLoad');
 
@@ -183,7 +193,7 @@ export class CompiledBackend implements Backend {
     this.R = image.plan.replicationFactor;
     this.timeoutMs = opts.stepTimeoutMs ?? 10 * 60 * 1000;
     this.print = opts.print ?? ((l) => console.log(l));
-    this.proc = new SyncProcess(image.executable, image.args, image.dir, opts.profileSummaryFile ? { ...process.env, POPLAR_HOST_PROFILE_SUMMARY: opts.profileSummaryFile } : undefined);
+    this.proc = new SyncProcess(image.executable, image.args, image.dir, processEnv(opts));
     if (!(opts as { [deferLoad]?: boolean })[deferLoad]) driveSync(this.loadInitialState(opts.seed));
   }
 

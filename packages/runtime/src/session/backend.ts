@@ -38,6 +38,12 @@ export interface BackendCacheStatus {
 export interface BackendOptions {
   seed?: number;
   print?: (line: string) => void;
+  /**
+   * Engine options for the executable, passed as its POPLAR_ENGINE_OPTIONS (in place of the
+   * environment's, which profile/settings.ts merges in): how a profiled model's executable learns
+   * where to write its profile.
+   */
+  engineOptions?: Readonly<Record<string, string>>;
 }
 
 export class ReferenceBackend implements Backend {

@@ -24,11 +24,13 @@ import {
 import { Options, OutputMode } from '@tilegraph/frontend';
 import { OptimizerSpec, PassManagerOptions, PassTiming, StepSettings, buildInferenceModuleSteps, buildTrainingModuleSteps, updateHyper } from '@tilegraph/passes';
 import { Backend, BackendCacheStatus, BackendFactory, BackendOptions } from './backend.js';
-import { compiledBackendFor } from '../compiled/backend.js';
+import { CompiledBackend, compiledBackendFor } from '../compiled/backend.js';
 import { Waiting, driveAsync, driveSync } from '../compiled/drive.js';
 import { OutputSelection, RunLayout, microBatchesPerRun, selectOutputs, splitBatch, streamForReplicas } from './io.js';
 import { RunInputs, runInputTensors } from './inputs.js';
 import { WeightGrouping, asDiagnostic, commGroup, stepSettingsFrom } from './settings.js';
+import { ModelProfile } from './profiling.js';
+import type { LatencyStats, PerfCounterLists } from '../profile/latency.js';
 
 export interface ExecutorSettings {
   /** Weight name → replica grouping. */
@@ -85,6 +87,10 @@ export abstract class PoplarExecutor {
   /** Abandons an asynchronous compile (and stops its build) when the model is disposed. */
   private abortStart: AbortController | undefined;
   private disposed = false;
+  /** Profiling and cycle counting (Options.enableProfiling, logCycleCount, POPLAR_ENGINE_OPTIONS), made when compiling. */
+  private profile: ModelProfile | undefined;
+  /** Time spent in each compile pass (after compile; the training pipeline's passes). */
+  passTimings: readonly PassTiming[] = [];
 
   constructor(model: Graph, options: Options, settings: ExecutorSettings = {}) {
     this.model = model;
@@ -157,8 +163,10 @@ export abstract class PoplarExecutor {
 
   private ensureCompiled(): void {
     if (this.module) return;
+    const t0 = performance.now();
     const module = driveSync(this.prepareModule());
-    this.attach(module, this.backendFactory()(module, this.backendOptions()));
+    const t1 = performance.now();
+    this.attach(module, this.backendFactory()(module, this.backendOptions()), [t0, t1]);
   }
 
   private async ensureCompiledAsync(): Promise<void> {
@@ -166,7 +174,9 @@ export abstract class PoplarExecutor {
     const abort = new AbortController();
     this.abortStart = abort;
     try {
+      const t0 = performance.now();
       const module = await driveAsync(this.prepareModule(), abort.signal);
+      const t1 = performance.now();
       const factory = this.backendFactory();
       const backend = factory.startAsync ? await factory.startAsync(module, this.backendOptions(), abort.signal) : factory(module, this.backendOptions());
       if (this.disposed) {
@@ -174,7 +184,7 @@ export abstract class PoplarExecutor {
         backend.dispose?.();
         throw disposedError('compileAsync');
       }
-      this.attach(module, backend);
+      this.attach(module, backend, [t0, t1]);
     } finally {
       this.abortStart = undefined;
     }
@@ -184,6 +194,7 @@ export abstract class PoplarExecutor {
   private *prepareModule(): Waiting<Module> {
     const problems = asDiagnostic(() => this.options.validateFor(this.kind));
     this.warnings = problems.map((p) => warning(`${p.option}: ${p.message}`));
+    this.profile ??= ModelProfile.start(this.options, this.kind);
     if (this.kind === 'training' && this.options.Training.automatic_loss_scaling) {
       this.warnings.push(
         warning('Training.setAutomaticLossScaling: automatic loss scaling is not implemented; the loss scale stays at the optimizer\'s loss_scaling', undefined, [
@@ -202,16 +213,23 @@ export abstract class PoplarExecutor {
 
   private backendOptions(): BackendOptions {
     const seed = this.options.random_seed;
-    return { ...(seed !== undefined ? { seed } : {}), ...(this.settings.print ? { print: this.settings.print } : {}) };
+    const engineOptions = this.profile?.engineOptions;
+    return { ...(seed !== undefined ? { seed } : {}), ...(this.settings.print ? { print: this.settings.print } : {}), ...(engineOptions ? { engineOptions } : {}) };
   }
 
-  /** Takes a started backend into use. Only here is the model compiled, so a failed start is retried rather than half-compiled. */
-  private attach(module: Module, backend: Backend): void {
+  /**
+   * Takes a started backend into use. Only here is the model compiled, so a failed start is
+   * retried rather than half-compiled. `times`: when the passes started and ended (performance.now).
+   */
+  private attach(module: Module, backend: Backend, times: readonly [number, number]): void {
     this.backend = backend;
     this.module = module;
     for (const [name, t] of this.host) this.writeToDevice(name, t);
     this.hostDirty = false;
     this.compiledWith = compiledOptions(this.options);
+    const seconds = { passes: (times[1] - times[0]) / 1000, start: (performance.now() - times[1]) / 1000 };
+    const plan = backend instanceof CompiledBackend ? { plan: backend.plan } : {};
+    this.warnings.push(...this.profile!.compiled({ module, kind: this.kind, options: this.options, backend: backend.kind, passes: this.passTimings, seconds, ...plan }));
   }
 
   /** Runs `f` as the one call under way; if the model is disposed meanwhile, it fails with that. */
@@ -246,6 +264,60 @@ export abstract class PoplarExecutor {
     this.host.clear();
     this.anchors.clear();
     backend?.dispose?.();
+    this.profile?.dispose();
+  }
+
+  // --- measurements (the emulated engine's; see session/profiling.ts) --------------------------
+
+  /** This model's profile folder (`<dir>/<modelName>`), when one is asked for; known once compiled. */
+  get profileDir(): string | undefined {
+    return this.profile?.dir;
+  }
+
+  /**
+   * PopTorch's cycleCount(): the estimated cycles of the last run on replica 0 — the emulated
+   * engine's sum of the compute sets' and PopLibs steps' estimates at the GC200 clock, not a
+   * hardware counter. Needs Options.logCycleCount(true), as in PopTorch, and the compiled backend.
+   */
+  cycleCount(): number {
+    this.usable('cycleCount');
+    return this.measured().cycleCount(this.backend?.kind, this.runs);
+  }
+
+  /**
+   * PopTorch's getPerfCounters(): per input (output) stream, the timestamps in seconds of each of
+   * its copies in the last run ('input', 'input_complete', 'output', 'output_complete'), on
+   * replica 0. Needs a measured model (logCycleCount(true) or a profile) on the compiled backend.
+   */
+  getPerfCounters(): PerfCounterLists {
+    this.usable('getPerfCounters');
+    return this.measured().perfCounters(this.backend?.kind, this.runs);
+  }
+
+  /** Round trip of the last run's iterations, first input requested to last output back: [min, max, mean] seconds. */
+  getLatency(): LatencyStats {
+    return this.latency('getLatency');
+  }
+  /** From the last input transferred to the last output available: [min, max, mean] seconds. */
+  getComputeLatency(): LatencyStats {
+    return this.latency('getComputeLatency');
+  }
+  /** From the first input requested to the last input transferred: [min, max, mean] seconds. */
+  getHostIpuLatency(): LatencyStats {
+    return this.latency('getHostIpuLatency');
+  }
+  /** From the first output available to the last output written back: [min, max, mean] seconds. */
+  getIpuHostLatency(): LatencyStats {
+    return this.latency('getIpuHostLatency');
+  }
+
+  private latency(which: 'getLatency' | 'getComputeLatency' | 'getHostIpuLatency' | 'getIpuHostLatency'): LatencyStats {
+    this.usable(which);
+    return this.measured().latency(which, this.backend?.kind, this.runs);
+  }
+
+  private measured(): ModelProfile {
+    return this.profile ?? ModelProfile.unprofiled(this.options);
   }
 
   /** The options the step was compiled with must still hold: the program's loops and the host layout follow them. */
@@ -637,8 +709,6 @@ export class TrainingModel extends PoplarExecutor {
   readonly kind = 'training';
   private optimizer: OptimizerSpec;
   private lossName = 'loss';
-  /** Time spent in each compile pass (after compile). */
-  passTimings: readonly PassTiming[] = [];
 
   constructor(model: Graph, options: Options, optimizer: OptimizerSpec, settings: ExecutorSettings = {}) {
     super(model, options, settings);

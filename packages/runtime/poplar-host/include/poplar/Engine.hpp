@@ -116,9 +116,12 @@ public:
   std::vector<std::string> listStreams() const;
   OptionFlags getEngineOptions() const;
   void printProfileSummary(std::ostream &out, const OptionFlags &opts = {}) const;
-  void resetExecutionProfile() {}
-  void enableExecutionProfiling() {}
-  void disableExecutionProfiling() {}
+  /// Execution profiling (the autoReport.* options, see the README's "Profiling"): forget what
+  /// was measured so far, or stop and resume measuring runs. Enabling needs an engine made with
+  /// execution profiling; the others do nothing without it.
+  void resetExecutionProfile();
+  void enableExecutionProfiling();
+  void disableExecutionProfiling();
 
   /// Emulation detail.
   poplar_host::EngineRuntime &getRuntime() const { return *rt_; }
