@@ -690,20 +690,15 @@ describe('hardwareOnlyOptions', () => {
     expect(o.hardwareOnlyOptions()).toEqual([
       { option: 'connectionType', value: ConnectionType.OnDemand },
       { option: 'syncPattern', value: SyncPattern.SinglePipeline },
-      { option: 'useIpuId', value: 7 },
-      { option: 'autoRoundNumIPUs', value: true },
       { option: 'TensorLocations.numIOTiles', value: 32 },
       { option: 'Distributed.configureProcessId', value: [1, 2] },
     ]);
     for (const h of o.hardwareOnlyOptions()) expect(HARDWARE_ONLY_OPTIONS).toContain(h.option);
   });
 
-  test('the offline target lists both the version and the connection type it implies', () => {
-    expect(new Options().useOfflineIpuTarget().useIpuModel(true).hardwareOnlyOptions()).toEqual([
-      { option: 'connectionType', value: ConnectionType.Never },
-      { option: 'useIpuModel', value: true },
-      { option: 'useOfflineIpuTarget', value: 2 },
-    ]);
+  test('the device options take effect in the host program, so they are not listed', () => {
+    expect(new Options().useOfflineIpuTarget().hardwareOnlyOptions()).toEqual([]);
+    expect(new Options().useIpuModel(true).useIpuId(3).autoRoundNumIPUs(true).connectionType(ConnectionType.Never).hardwareOnlyOptions()).toEqual([]);
   });
 });
 

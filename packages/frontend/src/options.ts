@@ -1211,12 +1211,9 @@ export interface HardwareOnlyOption {
 
 /** Setters whose effect needs a physical IPU (see `Options.hardwareOnlyOptions`). */
 export const HARDWARE_ONLY_OPTIONS: readonly string[] = Object.freeze([
+  // OnDemand only: Always and Never take effect (Never compiles without attaching)
   'connectionType',
   'syncPattern',
-  'useIpuModel',
-  'useOfflineIpuTarget',
-  'useIpuId',
-  'autoRoundNumIPUs',
   'TensorLocations.numIOTiles',
   'Distributed.configureProcessId',
   'Distributed.setEnvVarNames',
@@ -1408,13 +1405,13 @@ export class Options {
     return this;
   }
 
-  /** When to attach to the IPU: Always (default), OnDemand or Never. Hardware only. */
+  /** When to attach to the IPU: Always (default), OnDemand (hardware only) or Never (compile only; running raises). */
   connectionType(type: ConnectionType): this {
     this.v.connection_type = checkEnum('connectionType', 'ConnectionType', ConnectionType, type);
     return this;
   }
 
-  /** Use Poplar's IPU Model simulator instead of hardware. Hardware selection only. */
+  /** Use Poplar's IPU Model simulator instead of hardware (the host program creates an IPUModel device). */
   useIpuModel(useModel: boolean): this {
     this.v.use_model = checkBool('useIpuModel', useModel);
     return this;
@@ -1430,7 +1427,7 @@ export class Options {
     return this;
   }
 
-  /** Use the IPU device with this id (as listed by `gc-info`). Hardware only. */
+  /** Use the IPU device with this id (as listed by `gc-info`; ids from 64 are multi-IPU devices). */
   useIpuId(ipuId: number): this {
     this.v.ipu_id = checkNonNegativeInt('useIpuId', ipuId);
     return this;
@@ -1755,9 +1752,8 @@ export class Options {
 
   /**
    * Hardware-only options set away from their defaults. The emulated target (the default on a
-   * machine without an IPU) records these options but does not act on them: they affect device
-   * attachment, synchronisation, IO tiles, stochastic rounding, floating-point exception traps
-   * and multi-host runs, none of which the emulation models.
+   * machine without an IPU) records these options but does not act on them: they affect attaching
+   * on demand, synchronisation, IO tiles and multi-host runs, none of which the emulation models.
    * Callers list them so such settings are reported, never silently dropped.
    */
   hardwareOnlyOptions(): HardwareOnlyOption[] {
@@ -1766,12 +1762,10 @@ export class Options {
     const add = (option: string, value: unknown, dflt: unknown): void => {
       if (JSON.stringify(value) !== JSON.stringify(dflt)) out.push({ option, value });
     };
-    add('connectionType', this.v.connection_type, d.v.connection_type);
+    // the device options (useIpuModel, useOfflineIpuTarget, useIpuId, autoRoundNumIPUs) and
+    // connectionType(Never) take effect in the generated host program, on the emulation too
+    if (this.v.connection_type === ConnectionType.OnDemand) add('connectionType', this.v.connection_type, d.v.connection_type);
     add('syncPattern', this.v.sync_pattern, d.v.sync_pattern);
-    add('useIpuModel', this.v.use_model, d.v.use_model);
-    add('useOfflineIpuTarget', this.v.ipu_version, undefined);
-    add('useIpuId', this.v.ipu_id, undefined);
-    add('autoRoundNumIPUs', this.v.auto_round_num_ipus, d.v.auto_round_num_ipus);
     add('TensorLocations.numIOTiles', this.tensorLocations.num_io_tiles, undefined);
     const dist = this.distributed.toJSON();
     const dd = d.distributed.toJSON();

@@ -138,7 +138,9 @@ std::vector<Device> DeviceManager::getDevices(TargetType type, unsigned required
 std::vector<Device> DeviceManager::getDevices() const { return getDevices(TargetType::IPU, 1); }
 
 Device DeviceManager::getDevice(unsigned deviceManagerId, const OptionFlags &) const {
-  return Device(deviceManagerId, Target::createIPUTarget(1, "ipu2"));
+  // the ids getDevices hands out: below 64 single IPUs, 64 + n a device of n IPUs
+  const unsigned numIPUs = deviceManagerId > 64 ? deviceManagerId - 64 : 1;
+  return Device(deviceManagerId, Target::createIPUTarget(numIPUs, "ipu2"));
 }
 
 std::vector<unsigned> DeviceManager::getChildDeviceIds(unsigned parentId, unsigned) const { return {parentId}; }
