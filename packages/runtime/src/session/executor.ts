@@ -23,12 +23,13 @@ import {
 } from '@tilegraph/ir';
 import { Options, OutputMode } from '@tilegraph/frontend';
 import { OptimizerSpec, PassManagerOptions, PassTiming, StepSettings, buildInferenceModuleSteps, buildTrainingModuleSteps, updateHyper } from '@tilegraph/passes';
-import { Backend, BackendCacheStatus, BackendFactory, BackendOptions } from './backend.js';
+import { Backend, BackendCacheStatus, BackendFactory, BackendOptions, referenceBackend } from './backend.js';
+import { findToolchain } from '../compiled/toolchain.js';
 import { CompiledBackend, compiledBackendFor } from '../compiled/backend.js';
 import { Waiting, driveAsync, driveSync } from '../compiled/drive.js';
 import { OutputSelection, RunLayout, microBatchesPerRun, selectOutputs, splitBatch, streamForReplicas } from './io.js';
 import { RunInputs, runInputTensors } from './inputs.js';
-import { WeightGrouping, asDiagnostic, commGroup, stepSettingsFrom } from './settings.js';
+import { WeightGrouping, asDiagnostic, commGroup, optionsWithoutEffect, stepSettingsFrom } from './settings.js';
 import { ModelProfile } from './profiling.js';
 import type { LatencyStats, PerfCounterLists } from '../profile/latency.js';
 
@@ -193,18 +194,23 @@ export abstract class PoplarExecutor {
   /** What compile() does before the backend starts: the options' checks and the compile passes. */
   private *prepareModule(): Waiting<Module> {
     const problems = asDiagnostic(() => this.options.validateFor(this.kind));
-    this.warnings = problems.map((p) => warning(`${p.option}: ${p.message}`));
+    this.warnings = [...problems.map((p) => warning(`${p.option}: ${p.message}`)), ...optionsWithoutEffect(this.options, this.kind, this.onIpuHardware())];
     this.profile ??= ModelProfile.start(this.options, this.kind);
-    if (this.kind === 'training' && this.options.Training.automatic_loss_scaling) {
-      this.warnings.push(
-        warning('Training.setAutomaticLossScaling: automatic loss scaling is not implemented; the loss scale stays at the optimizer\'s loss_scaling', undefined, [
-          'set loss_scaling on the optimizer instead',
-        ]),
-      );
-    }
     const step = this.stepSettings();
     yield;
     return yield* this.buildModule(step);
+  }
+
+  /** Whether the step may run on IPU hardware: not the reference interpreter, not the emulation. */
+  private onIpuHardware(): boolean {
+    if (this.settings.backend === referenceBackend) return false;
+    // another factory (an exported executable, a test's): its target is its own business
+    if (this.settings.backend) return true;
+    try {
+      return findToolchain().kind === 'sdk';
+    } catch {
+      return false; // no compiler: the build says so
+    }
   }
 
   private backendFactory(): BackendFactory {

@@ -1,4 +1,4 @@
-import { CommGroup, DiagnosticError, VariableRetrievalMode as IrRetrieval, error } from '@tilegraph/ir';
+import { CommGroup, Diagnostic, DiagnosticError, VariableRetrievalMode as IrRetrieval, error, warning } from '@tilegraph/ir';
 import { AutoStage, CommGroupType, ExecutionStrategy, Options, OptionsError, PhasedExecution, PipelinedExecution, ReductionType, MeanReductionStrategy, ShardedExecution, Stage, VariableRetrievalMode } from '@tilegraph/frontend';
 import { MeanReductionStrategy as StepStrategy, RecomputationMode, ReplicaGroupingSetting, StepSettings, TensorLocations, ExecutionSpec, StageSpec } from '@tilegraph/passes';
 
@@ -100,4 +100,28 @@ export function asDiagnostic<T>(f: () => T): T {
     if (e instanceof OptionsError) throw new DiagnosticError(error(e.message));
     throw e;
   }
+}
+
+/**
+ * Warnings, said once per compile, for options accepted but without effect where the model runs:
+ * automatic loss scaling (not implemented), and hardware-only options away from IPU hardware.
+ */
+export function optionsWithoutEffect(options: Options, kind: 'training' | 'inference', onIpuHardware: boolean): Diagnostic[] {
+  const out: Diagnostic[] = [];
+  if (kind === 'training' && options.Training.automatic_loss_scaling) {
+    out.push(
+      warning("Training.setAutomaticLossScaling: automatic loss scaling is not implemented; the loss scale stays at the optimizer's loss_scaling", undefined, [
+        'set loss_scaling on the optimizer instead',
+      ]),
+    );
+  }
+  const ignored = options.hardwareOnlyOptions();
+  if (ignored.length && !onIpuHardware) {
+    out.push(
+      warning(`options that need IPU hardware have no effect here: ${ignored.map((h) => `${h.option}(${JSON.stringify(h.value)})`).join(', ')}`, undefined, [
+        'they take effect when the Poplar SDK builds the program for an IPU system',
+      ]),
+    );
+  }
+  return out;
 }
