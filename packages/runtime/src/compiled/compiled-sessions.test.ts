@@ -2,7 +2,7 @@ import { jest } from '@jest/globals';
 import { Graph, GraphBuilder, Module, Tensor } from '@tilegraph/ir';
 import { Options } from '@tilegraph/frontend';
 import { buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
-import { trainingModel } from '../session/executor.js';
+import { trainingModel } from '../session/models.js';
 import { ModuleInterpreter } from '../reference/module.js';
 import { CompiledBackend, compiledBackendFor } from './backend.js';
 import { compareOutputs, compareTensors, randomTensor } from './testing.js';

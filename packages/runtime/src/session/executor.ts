@@ -8,7 +8,6 @@ import {
   VariableInfo,
   Diagnostic,
   allocData,
-  cloneGraph,
   error,
   warning,
   formatShape,
@@ -22,7 +21,7 @@ import {
   shardOfTensor,
 } from '@tilegraph/ir';
 import { Options, OutputMode } from '@tilegraph/frontend';
-import { OptimizerSpec, PassManagerOptions, PassTiming, StepSettings, buildInferenceModuleSteps, buildTrainingModuleSteps, updateHyper } from '@tilegraph/passes';
+import { PassManagerOptions, PassTiming, StepSettings } from '@tilegraph/passes';
 import { Backend, BackendCacheStatus, BackendFactory, BackendOptions, referenceBackend } from './backend.js';
 import { findToolchain } from '../compiled/toolchain.js';
 import { CompiledBackend, compiledBackendFor } from '../compiled/backend.js';
@@ -75,6 +74,8 @@ export abstract class PoplarExecutor {
   private host = new Map<string, Tensor>();
   /** The host copy changed since the last copy to the device. */
   private hostDirty = false;
+  /** Device state kept on the host while detached (detachFromDevice): restored when attached again. */
+  private detachedState: { optimizer: Record<string, Tensor>; counter: number } | undefined;
   private anchors = new Map<string, Tensor>();
   /** Warnings from compiling (options that have no effect, ...); tools print them. */
   warnings: Diagnostic[] = [];
@@ -163,7 +164,10 @@ export abstract class PoplarExecutor {
   }
 
   private ensureCompiled(): void {
-    if (this.module) return;
+    if (this.module) {
+      if (!this.backend) this.reattach();
+      return;
+    }
     const t0 = performance.now();
     const module = driveSync(this.prepareModule());
     const t1 = performance.now();
@@ -171,7 +175,11 @@ export abstract class PoplarExecutor {
   }
 
   private async ensureCompiledAsync(): Promise<void> {
-    if (this.module) return;
+    if (this.module) {
+      // a detached model starts its executable again (from the cache: no build)
+      if (!this.backend) this.reattach();
+      return;
+    }
     const abort = new AbortController();
     this.abortStart = abort;
     try {
@@ -252,6 +260,58 @@ export abstract class PoplarExecutor {
     } finally {
       this.inFlight = undefined;
     }
+  }
+
+  // --- attaching and detaching (PopTorch's attachToDevice, detachFromDevice) --------------------
+
+  /** Whether the compiled model holds its device (the executable's process on the emulation). */
+  isAttachedToDevice(): boolean {
+    this.usable('isAttachedToDevice');
+    return this.backend !== undefined;
+  }
+
+  /**
+   * Gives the device up, as PopTorch's detachFromDevice: the weights, the optimizer state and the
+   * random-number state are copied to the host and the executable stops. The next run (or
+   * attachToDevice) starts it again and restores them, so training goes on exactly.
+   */
+  detachFromDevice(): void {
+    this.usable('detachFromDevice');
+    if (!this.module) throw new DiagnosticError(error('detachFromDevice: the model is not compiled yet, so it holds no device', undefined, ['compile() or run it first']));
+    if (!this.backend) throw new DiagnosticError(error('detachFromDevice: the model is already detached', undefined, ['attachToDevice() attaches it again (a run does too)']));
+    this.copyToHost();
+    const optimizer = this.optimizerStateDict();
+    const counter = this.backend.randomCounter();
+    const backend = this.backend;
+    this.backend = undefined;
+    this.detachedState = { optimizer, counter };
+    backend.dispose?.();
+  }
+
+  /** Attaches a detached model again (PopTorch's attachToDevice); a run attaches it too. */
+  attachToDevice(): void {
+    this.usable('attachToDevice');
+    if (!this.module) throw new DiagnosticError(error('attachToDevice: the model is not compiled yet', undefined, ['compile() attaches it']));
+    if (this.backend) throw new DiagnosticError(error('attachToDevice: the model is already attached'));
+    this.reattach();
+  }
+
+  private reattach(): void {
+    const module = this.module!;
+    const saved = this.detachedState;
+    this.backend = this.backendFactory()(module, this.backendOptions());
+    for (const [name, t] of this.host) this.writeToDevice(name, t);
+    this.hostDirty = false;
+    if (saved) {
+      for (const [k, t] of Object.entries(saved.optimizer)) this.writeToDevice(k, t);
+      this.backend.setRandomCounter(saved.counter);
+    }
+    this.detachedState = undefined;
+  }
+
+  /** PopTorch's destroy(): the same as dispose(). */
+  destroy(): void {
+    this.dispose();
   }
 
   /**
@@ -699,108 +759,4 @@ function unstack(t: Tensor): Tensor[] {
   const shape = t.shape.slice(1);
   const size = t.size / n;
   return Array.from({ length: n }, (_, i) => new Tensor(t.dtype, shape, t.data.slice(i * size, (i + 1) * size)));
-}
-
-export class InferenceModel extends PoplarExecutor {
-  readonly kind = 'inference';
-  protected get outputGraph(): string {
-    return 'forward';
-  }
-  protected buildModule(step: StepSettings): Waiting<Module> {
-    return buildInferenceModuleSteps(withAnchors(this.model, this.options), step, this.warnings);
-  }
-}
-
-export class TrainingModel extends PoplarExecutor {
-  readonly kind = 'training';
-  private optimizer: OptimizerSpec;
-  private lossName = 'loss';
-
-  constructor(model: Graph, options: Options, optimizer: OptimizerSpec, settings: ExecutorSettings = {}) {
-    super(model, options, settings);
-    this.optimizer = optimizer;
-  }
-  protected get outputGraph(): string {
-    return 'step';
-  }
-  get lossOutput(): string {
-    return this.lossName;
-  }
-  protected *buildModule(step: StepSettings): Waiting<Module> {
-    const t = yield* buildTrainingModuleSteps(withAnchors(this.model, this.options), step, this.optimizer, this.settings.passes ?? {});
-    this.lossName = t.lossOutput;
-    this.passTimings = t.timings;
-    this.warnings.push(...t.diagnostics);
-    return t.module;
-  }
-
-  /** The optimizer currently in use. */
-  get currentOptimizer(): OptimizerSpec {
-    return this.optimizer;
-  }
-
-  /**
-   * Changes hyperparameters without recompiling (they live in device variables). Changes that
-   * alter the structure of the update — a momentum turned on, clipping turned on, a different
-   * optimizer type or a constant hyperparameter — need a new model.
-   */
-  setOptimizer(next: OptimizerSpec | Readonly<Record<string, number>>): void {
-    this.usable('setOptimizer');
-    const cur = this.optimizer;
-    const spec = 'type' in next && typeof next.type === 'string' ? (next as OptimizerSpec) : updateHyper(cur, next as Record<string, number>);
-    const problems: string[] = [];
-    if (spec.type !== cur.type) problems.push(`the optimizer type changes from ${cur.type} to ${spec.type}`);
-    for (const [k, v] of Object.entries(spec.flags)) if (cur.flags[k] !== v) problems.push(`${k} changes from ${cur.flags[k]} to ${v}`);
-    // element types of the accumulator and momenta are fixed in the compiled step
-    for (const [label, key] of [
-      ['accum_type', 'accumType'],
-      ['first_order_momentum_accum_type', 'firstOrderMomentumAccumType'],
-      ['second_order_momentum_accum_type', 'secondOrderMomentumAccumType'],
-    ] as const) {
-      if (spec[key] !== cur[key]) problems.push(`${label} changes from ${cur[key]} to ${spec[key]}`);
-    }
-    const madeConstant = spec.constant.filter((k) => !cur.constant.includes(k));
-    const madeVariable = cur.constant.filter((k) => !spec.constant.includes(k));
-    if (madeConstant.length) problems.push(`${madeConstant.join(', ')} would become constant`);
-    if (madeVariable.length) problems.push(`${madeVariable.join(', ')} was marked constant and would become variable`);
-    for (const [k, v] of Object.entries(spec.hyper)) {
-      const old = cur.hyper[k]!;
-      if (cur.constant.includes(k) && v !== old) problems.push(`${k} was marked constant`);
-      if ((k === 'momentum' || k === 'max_grad_norm' || k === 'max_weight_norm') && (old === 0 || !Number.isFinite(old)) !== (v === 0 || !Number.isFinite(v))) {
-        problems.push(`${k} changes from ${old} to ${v}, which changes the update's structure`);
-      }
-    }
-    if (problems.length) throw new DiagnosticError(error('setOptimizer: this change needs a recompilation (create a new trainingModel)', undefined, problems));
-    this.optimizer = spec;
-    if (!this.module) return;
-    for (const [k, v] of Object.entries(spec.hyper)) {
-      const name = `optimizer.${k}`;
-      if (this.module.variables.has(name)) this.backend!.write(name, Tensor.scalar('float32', v));
-    }
-  }
-}
-
-/** A copy of the graph with outputs `anchor:<name>` for every anchored tensor (Options.anchorTensor). */
-function withAnchors(g: Graph, o: Options): Graph {
-  const anchors = Object.entries(o.anchored_tensors);
-  if (anchors.length === 0) return g;
-  g = cloneGraph(g).graph;
-  const byName = new Map<string, import('@tilegraph/ir').Value>();
-  for (const v of g.values()) if (v.name) byName.set(v.name, v);
-  for (const [name, a] of anchors) {
-    const v = byName.get(a.path);
-    if (!v) throw new DiagnosticError(error(`anchorTensor '${name}': the model has no tensor named '${a.path}'`));
-    if (!g.outputs.some((x) => x.name === `anchor:${name}`)) g.addOutput(`anchor:${name}`, v);
-  }
-  return g;
-}
-
-/** PopTorch's trainingModel: the step (forward, loss, backward, reduction, update) runs on the device. */
-export function trainingModel(model: Graph, options: Options, optimizer: OptimizerSpec, settings: ExecutorSettings = {}): TrainingModel {
-  return new TrainingModel(model, options, optimizer, settings);
-}
-
-/** PopTorch's inferenceModel. */
-export function inferenceModel(model: Graph, options: Options, settings: ExecutorSettings = {}): InferenceModel {
-  return new InferenceModel(model, options, settings);
 }

@@ -5,3 +5,4 @@ export * from './executor.js';
 export * from './weights.js';
 export { executionSpecFrom, stepSettingsFrom } from './settings.js';
 export type { WeightGrouping } from './settings.js';
+export * from './models.js';

@@ -1,7 +1,7 @@
 import { ConnectionType, ModelBuilder, Options, SyncPattern } from '@tilegraph/frontend';
 import { makeOptimizer } from '@tilegraph/passes';
 import { referenceBackend } from './backend.js';
-import { trainingModel } from './executor.js';
+import { trainingModel } from './models.js';
 
 /** Options accepted without effect where the model runs are said once, as a warning of the compile. */
 

@@ -5,7 +5,7 @@ import { jest } from '@jest/globals';
 import { Graph, GraphBuilder } from '@tilegraph/ir';
 import { Options } from '@tilegraph/frontend';
 import { makeOptimizer } from '@tilegraph/passes';
-import { InferenceModel, inferenceModel, trainingModel } from './executor.js';
+import { InferenceModel, inferenceModel, trainingModel } from './models.js';
 import { referenceBackend } from './backend.js';
 import { randomTensor } from '../compiled/testing.js';
 import { readProfileFolder } from '../profile/format.js';

@@ -1,0 +1,111 @@
+import { DiagnosticError, Graph, Module, Tensor, cloneGraph, error } from '@tilegraph/ir';
+import { Options } from '@tilegraph/frontend';
+import { OptimizerSpec, StepSettings, buildInferenceModuleSteps, buildTrainingModuleSteps, updateHyper } from '@tilegraph/passes';
+import { Waiting } from '../compiled/drive.js';
+import { ExecutorSettings, PoplarExecutor } from './executor.js';
+
+/** The two kinds of model PopTorch has: inferenceModel and trainingModel, on the executor they share. */
+
+export class InferenceModel extends PoplarExecutor {
+  readonly kind = 'inference';
+  protected get outputGraph(): string {
+    return 'forward';
+  }
+  protected buildModule(step: StepSettings): Waiting<Module> {
+    return buildInferenceModuleSteps(withAnchors(this.model, this.options), step, this.warnings);
+  }
+}
+
+export class TrainingModel extends PoplarExecutor {
+  readonly kind = 'training';
+  private optimizer: OptimizerSpec;
+  private lossName = 'loss';
+
+  constructor(model: Graph, options: Options, optimizer: OptimizerSpec, settings: ExecutorSettings = {}) {
+    super(model, options, settings);
+    this.optimizer = optimizer;
+  }
+  protected get outputGraph(): string {
+    return 'step';
+  }
+  get lossOutput(): string {
+    return this.lossName;
+  }
+  protected *buildModule(step: StepSettings): Waiting<Module> {
+    const t = yield* buildTrainingModuleSteps(withAnchors(this.model, this.options), step, this.optimizer, this.settings.passes ?? {});
+    this.lossName = t.lossOutput;
+    this.passTimings = t.timings;
+    this.warnings.push(...t.diagnostics);
+    return t.module;
+  }
+
+  /** The optimizer currently in use. */
+  get currentOptimizer(): OptimizerSpec {
+    return this.optimizer;
+  }
+
+  /**
+   * Changes hyperparameters without recompiling (they live in device variables). Changes that
+   * alter the structure of the update — a momentum turned on, clipping turned on, a different
+   * optimizer type or a constant hyperparameter — need a new model.
+   */
+  setOptimizer(next: OptimizerSpec | Readonly<Record<string, number>>): void {
+    this.usable('setOptimizer');
+    const cur = this.optimizer;
+    const spec = 'type' in next && typeof next.type === 'string' ? (next as OptimizerSpec) : updateHyper(cur, next as Record<string, number>);
+    const problems: string[] = [];
+    if (spec.type !== cur.type) problems.push(`the optimizer type changes from ${cur.type} to ${spec.type}`);
+    for (const [k, v] of Object.entries(spec.flags)) if (cur.flags[k] !== v) problems.push(`${k} changes from ${cur.flags[k]} to ${v}`);
+    // element types of the accumulator and momenta are fixed in the compiled step
+    for (const [label, key] of [
+      ['accum_type', 'accumType'],
+      ['first_order_momentum_accum_type', 'firstOrderMomentumAccumType'],
+      ['second_order_momentum_accum_type', 'secondOrderMomentumAccumType'],
+    ] as const) {
+      if (spec[key] !== cur[key]) problems.push(`${label} changes from ${cur[key]} to ${spec[key]}`);
+    }
+    const madeConstant = spec.constant.filter((k) => !cur.constant.includes(k));
+    const madeVariable = cur.constant.filter((k) => !spec.constant.includes(k));
+    if (madeConstant.length) problems.push(`${madeConstant.join(', ')} would become constant`);
+    if (madeVariable.length) problems.push(`${madeVariable.join(', ')} was marked constant and would become variable`);
+    for (const [k, v] of Object.entries(spec.hyper)) {
+      const old = cur.hyper[k]!;
+      if (cur.constant.includes(k) && v !== old) problems.push(`${k} was marked constant`);
+      if ((k === 'momentum' || k === 'max_grad_norm' || k === 'max_weight_norm') && (old === 0 || !Number.isFinite(old)) !== (v === 0 || !Number.isFinite(v))) {
+        problems.push(`${k} changes from ${old} to ${v}, which changes the update's structure`);
+      }
+    }
+    if (problems.length) throw new DiagnosticError(error('setOptimizer: this change needs a recompilation (create a new trainingModel)', undefined, problems));
+    this.optimizer = spec;
+    if (!this.module) return;
+    for (const [k, v] of Object.entries(spec.hyper)) {
+      const name = `optimizer.${k}`;
+      if (this.module.variables.has(name)) this.backend!.write(name, Tensor.scalar('float32', v));
+    }
+  }
+}
+
+/** A copy of the graph with outputs `anchor:<name>` for every anchored tensor (Options.anchorTensor). */
+function withAnchors(g: Graph, o: Options): Graph {
+  const anchors = Object.entries(o.anchored_tensors);
+  if (anchors.length === 0) return g;
+  g = cloneGraph(g).graph;
+  const byName = new Map<string, import('@tilegraph/ir').Value>();
+  for (const v of g.values()) if (v.name) byName.set(v.name, v);
+  for (const [name, a] of anchors) {
+    const v = byName.get(a.path);
+    if (!v) throw new DiagnosticError(error(`anchorTensor '${name}': the model has no tensor named '${a.path}'`));
+    if (!g.outputs.some((x) => x.name === `anchor:${name}`)) g.addOutput(`anchor:${name}`, v);
+  }
+  return g;
+}
+
+/** PopTorch's trainingModel: the step (forward, loss, backward, reduction, update) runs on the device. */
+export function trainingModel(model: Graph, options: Options, optimizer: OptimizerSpec, settings: ExecutorSettings = {}): TrainingModel {
+  return new TrainingModel(model, options, optimizer, settings);
+}
+
+/** PopTorch's inferenceModel. */
+export function inferenceModel(model: Graph, options: Options, settings: ExecutorSettings = {}): InferenceModel {
+  return new InferenceModel(model, options, settings);
+}
