@@ -492,7 +492,7 @@ function applyView() {
   var v = G.view;
   G.root.setAttribute('transform', 'translate(' + v.x.toFixed(1) + ',' + v.y.toFixed(1) + ') scale(' + v.k.toFixed(4) + ')');
 }
-function fit() {
+function fitView() {
   var dg = G.layout; if (!dg) return;
   var box = G.svg.getBoundingClientRect();
   var gw = dg.graph().width || 1, gh = dg.graph().height || 1;
@@ -506,7 +506,7 @@ function initialView() {
   var dg = G.layout; if (!dg) return;
   var box = G.svg.getBoundingClientRect();
   var gw = dg.graph().width || 1, gh = dg.graph().height || 1;
-  if (Math.min(box.width / gw, box.height / gh) >= 0.5) return fit();
+  if (Math.min(box.width / gw, box.height / gh) >= 0.5) return fitView();
   var k = Math.max(0.5, Math.min(1, box.width / gw));
   var topNode = null;
   dg.nodes().forEach(function (key) { var n = dg.node(key); if (n.cluster === undefined && (!topNode || n.y < topNode.y)) topNode = n; });
@@ -786,7 +786,7 @@ DRAW.graph = function () {
   var res = el('div', 'results'); res.id = 'results'; res.hidden = true; sbox.appendChild(res);
   tools.appendChild(sbox);
   var btn = function (text, fn, title) { var b = el('button', 'b', text); b.type = 'button'; b.title = title; b.addEventListener('click', fn); tools.appendChild(b); return b; };
-  btn('fit', fit, 'show the whole graph');
+  btn('fit', fitView, 'show the whole graph');
   btn('top', initialView, 'back to the top of the graph');
   btn('expand all', function () { setAll(true); }, 'open every block and scope (as many as can be laid out at once)');
   btn('collapse all', function () { setAll(false); }, 'close every block and scope');

@@ -1,4 +1,4 @@
-import { EstimateOptions, GeneratedSources, GraphEstimate, PipelineEstimate, estimateGraphCycles, executionCounts } from '@tilegraph/codegen-poplar';
+import { EstimateOptions, GeneratedSources, GraphEstimate, IpuMemory, PipelineEstimate, estimateGraphCycles, executionCounts } from '@tilegraph/codegen-poplar';
 import { Diagnostic, Frame, Graph, Location, Module, Op, formatFrame, formatLocation, formatType } from '@tilegraph/ir';
 import { PassTiming, PipelineInfo } from '@tilegraph/passes';
 import { BenchSection } from './bench-view.js';
@@ -120,17 +120,8 @@ export interface TensorData {
   readonly location?: string;
 }
 
-export interface IpuMemoryData {
-  readonly ipu: number;
-  readonly alwaysLiveBytes: number;
-  readonly peakLiveBytes: number;
-  readonly remoteBytes: number;
-  readonly peakAt: string;
-  /** The fullest tile, as an index within the IPU. */
-  readonly maxTile: number;
-  readonly maxTileBytes: number;
-  readonly maxTileAlwaysLive: number;
-  readonly maxTileAt: string;
+/** The plan's figures of an IPU (its fullest tile as an index within the IPU), with what the page draws. */
+export interface IpuMemoryData extends Omit<IpuMemory, 'largestLive' | 'largestAlwaysLive'> {
   /** Per tile: always-live bytes and the peak of the rest (whole bytes). */
   readonly tilesAlwaysLive: readonly number[];
   readonly tilesPeak: readonly number[];
