@@ -237,6 +237,28 @@ describe('conv2d gradients', () => {
     // padding larger than the kernel extent on every side
     expectGradOk('conv2d', [f64([2, 2, 2, 3], iota(24)), f64([4, 1, 2, 2], iota(16))], { pads: [3, 1, 2, 4], groups: 2, strides: [2, 1], dilations: [1, 2] });
   });
+
+  it('conv2d_weights_grad (its own gradient: the forward convolution and the input gradient)', () => {
+    const wgArb = arb.chain(([inputs, attrs]) => {
+      const [x, w] = inputs as [Tensor, Tensor];
+      const s = attrs.strides;
+      const d = attrs.dilations;
+      const p = attrs.pads;
+      const out = [0, 1].map((i) => Math.floor((x.shape[2 + i]! + p[i]! + p[i + 2]! - (d[i]! * (w.shape[2 + i]! - 1) + 1)) / s[i]!) + 1);
+      return fc.tuple(tensorArb([x.shape[0]!, w.shape[0]!, out[0]!, out[1]!]), fc.constant(x), fc.constant({ ...attrs, weight_shape: [...w.shape] }));
+    });
+    fc.assert(
+      fc.property(wgArb, ([dy, x, attrs]) => {
+        fc.pre(accepts('conv2d_weights_grad', [dy, x], attrs));
+        expectGradOk('conv2d_weights_grad', [dy, x], attrs);
+      }),
+      { numRuns: 20 },
+    );
+    const iota = (n: number) => Array.from({ length: n }, (_, i) => ((i * 7) % 11) / 5 - 1);
+    // windows only in the padding
+    expectGradOk('conv2d_weights_grad', [f64([1, 1, 1, 1], [0.4]), f64([1, 1, 1, 1], [0.7])], { pads: [2, 2, 0, 0], strides: [3, 3], weight_shape: [1, 1, 1, 1] });
+    expectGradOk('conv2d_weights_grad', [f64([2, 4, 3, 6], iota(144)), f64([2, 2, 2, 3], iota(24))], { pads: [3, 1, 2, 4], groups: 2, strides: [2, 1], dilations: [1, 2], weight_shape: [4, 1, 2, 2] });
+  });
 });
 
 // ---- pools ----

@@ -84,6 +84,12 @@ export interface Annotations {
    * TRAINING_WU fully-connected pass.
    */
   readonly matmulPass?: 'bwd_lhs' | 'bwd_rhs';
+  /**
+   * A backward-pass convolution: the gradient with respect to its forward convolution's input
+   * (PopART's ConvDataGradOp), planned by PopLibs as the TRAINING_BWD pass. (The weight gradient
+   * is its own op, conv2d_weights_grad.)
+   */
+  readonly convPass?: 'bwd';
 }
 
 export interface OpOptions {

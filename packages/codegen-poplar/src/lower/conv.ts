@@ -1,9 +1,9 @@
-import { DType, Op, numElements } from '@tilegraph/ir';
+import { DType, Op, Value, numElements } from '@tilegraph/ir';
 import { GraphEmitter, shapeLiteral } from '../context.js';
 import { deviceType } from '../types.js';
 import { emitElementwise } from './elementwise.js';
 import type { Lowering } from './index.js';
-import { checkPoplinTypes } from './preconditions.js';
+import { checkPoplinTypes, checkWeightDeltas } from './preconditions.js';
 import { poplinOptions } from './matmul.js';
 import { ConvGeometry, convGeometry } from '../layout.js';
 
@@ -11,6 +11,18 @@ import { ConvGeometry, convGeometry } from '../layout.js';
 export function convParamsExpr(c: ConvGeometry, dtype: DType): string {
   const list = (xs: readonly number[]) => `{${xs.join(', ')}}`;
   return `convParams(${deviceType(dtype).poplar}, ${c.N}, {${c.H}, ${c.W}}, {${c.KH}, ${c.KW}}, ${c.Cg}, ${c.M / c.G}, ${c.G}, ${list(c.pads.slice(0, 2))}, ${list(c.pads.slice(2, 4))}, ${list(c.dilations)}, ${list(c.strides)})`;
+}
+
+/**
+ * The pass PopLibs plans a convolution for (the `pass` option, as PopART sets it): the forward
+ * convolution of an inference or a training program, or in the backward pass the gradient with
+ * respect to the forward input (TRAINING_BWD, marked by conv2d's gradient rule); the weight
+ * gradient is conv2d_weights_grad, always TRAINING_WU.
+ */
+function convPass(op: Op, e: GraphEmitter): string {
+  if (op.kind === 'conv2d_weights_grad') return 'TRAINING_WU';
+  if (op.annotations.convPass === 'bwd') return 'TRAINING_BWD';
+  return e.mc.hasBackwardPass ? 'TRAINING_FWD' : 'INFERENCE_FWD';
 }
 
 /**
@@ -32,7 +44,7 @@ function lowerConv2d(op: Op, e: GraphEmitter): void {
   checkPoplinTypes(e, 'poplin::convolution', [x!.type.dtype, w!.type.dtype]);
   const p = e.local('p');
   e.emit(`poplin::ConvParams ${p} = ${convParamsExpr(c, dtype)};`);
-  const opts = poplinOptions(op, e);
+  const opts = poplinOptions(op, e, { pass: convPass(op, e) });
   const xin = e.operand(op, 0);
   const wShape = [c.G, c.M / c.G, c.Cg, c.KH, c.KW];
   const win = `${e.operand(op, 1)}.reshape(${shapeLiteral(wShape)})`;
@@ -64,4 +76,50 @@ function lowerConv2d(op: Op, e: GraphEmitter): void {
   });
 }
 
-export const CONV_LOWERINGS: Record<string, Lowering> = { conv2d: lowerConv2d };
+/**
+ * conv2d_weights_grad → poplin::calculateWeightDeltas with the forward convolution's ConvParams
+ * and the option pass = TRAINING_WU, as PopART grows its ConvWeightsGradOp: zDeltas dy
+ * [N, M, OH, OW], activations x [N, C, H, W]; the deltas come in the weights' layout
+ * [G, M/G, C/G, kH, kW] and are viewed as [M, C/G, kH, kW].
+ */
+function lowerConv2dWeightsGrad(op: Op, e: GraphEmitter): void {
+  const [dy, x] = op.operands as [Value, Value];
+  const ipu = e.ipuOf(op);
+  const g = e.g(ipu);
+  const out = op.result;
+  const dtype = out.type.dtype;
+  const [M, Cg, KH, KW] = out.type.shape as [number, number, number, number];
+  const [N, , H, W] = x.type.shape as [number, number, number, number];
+  const G = op.attrs['groups'] as number;
+  const c: ConvGeometry = {
+    N, H, W, M, Cg, KH, KW, G,
+    strides: op.attrs['strides'] as number[],
+    pads: op.attrs['pads'] as number[],
+    dilations: op.attrs['dilations'] as number[],
+  };
+  if (numElements(out.type.shape) === 0) {
+    e.newResult(out, ipu);
+    return;
+  }
+  if (numElements(dy.type.shape) === 0) {
+    // no sample or no output position: an empty sum
+    const t = e.newResult(out, ipu);
+    e.emit(`popops::zero(${g}, ${t}, prog, ${e.debugName('weights_grad_zero')});`);
+    return;
+  }
+  checkWeightDeltas(e, dy.type, x.type, c);
+  const p = e.local('p');
+  e.emit(`poplin::ConvParams ${p} = ${convParamsExpr(c, dtype)};`);
+  const opts = poplinOptions(op, e, { pass: convPass(op, e) });
+  const wShape = [G, M / G, Cg, KH, KW];
+  // while it runs: operands not made in a convolution's layout rearranged, and the partial sums
+  const label = e.valueLabel(out);
+  if (!e.inPlannedLayout(dy, 'conv', ipu)) e.countTemporary(dy.type.dtype, dy.type.shape, ipu, `${label}/zDeltasRearranged`);
+  if (!e.inPlannedLayout(x, 'conv', ipu)) e.countTemporary(x.type.dtype, x.type.shape, ipu, `${label}/activationsRearranged`);
+  e.countTemporary(e.mc.partialsType() === 'half' ? 'float16' : 'float32', wShape, ipu, `${label}/partials`);
+  e.countResult(dtype, wShape, ipu, label);
+  const deltas = `poplin::calculateWeightDeltas(${g}, ${e.operand(op, 0)}, ${e.operand(op, 1)}, ${p}, prog, ${e.debugName(label)}, ${opts})`;
+  e.define(out, `${deltas}.reshape(${shapeLiteral(out.type.shape)})`, ipu, new Set(), true);
+}
+
+export const CONV_LOWERINGS: Record<string, Lowering> = { conv2d: lowerConv2d, conv2d_weights_grad: lowerConv2dWeightsGrad };

@@ -121,6 +121,32 @@ export function checkMultiUpdateAdd(
   if (scale.dtype !== dtype && !(dtype === 'float16' && scale.dtype === 'float32')) precondition(e, `${name}: a ${scale.dtype} scale for ${dtype} data (only half data takes a float scale)`);
 }
 
+/**
+ * poplin::calculateWeightDeltas (poplin/Convolution.hpp): zDeltas are the gradients of the forward
+ * convolution's output [N, G·Cout, outField], activations its input [N, G·Cin, field]; one ConvParams
+ * type for both (inputType = outputType here), float or half.
+ */
+export function checkWeightDeltas(
+  e: GraphEmitter,
+  zDeltas: { dtype: DType; shape: readonly number[] },
+  activations: { dtype: DType; shape: readonly number[] },
+  c: { N: number; H: number; W: number; M: number; Cg: number; KH: number; KW: number; G: number; strides: readonly number[]; pads: readonly number[]; dilations: readonly number[] },
+): void {
+  const call = 'poplin::calculateWeightDeltas';
+  checkPoplinTypes(e, call, [zDeltas.dtype, activations.dtype]);
+  if (zDeltas.dtype !== activations.dtype) precondition(e, `${call}: zDeltas (${zDeltas.dtype}) and activations (${activations.dtype}) must have the convolution's type`);
+  const act = [c.N, c.G * c.Cg, c.H, c.W];
+  if (formatShape(activations.shape) !== formatShape(act)) precondition(e, `${call}: activations ${formatShape(activations.shape)} should be ${formatShape(act)}`);
+  const out = [0, 1].map((d) => {
+    const ext = (([c.KH, c.KW][d]! - 1) * c.dilations[d]!) + 1;
+    const padded = [c.H, c.W][d]! + c.pads[d]! + c.pads[d + 2]!;
+    return padded < ext ? -1 : Math.floor((padded - ext) / c.strides[d]!) + 1;
+  });
+  if (out.some((n) => n < 1)) precondition(e, `${call}: the kernel ${c.KH}x${c.KW} does not fit the padded input of ${formatShape(act)}`);
+  const z = [c.N, c.M, out[0]!, out[1]!];
+  if (formatShape(zDeltas.shape) !== formatShape(z)) precondition(e, `${call}: zDeltas ${formatShape(zDeltas.shape)} should be ${formatShape(z)}, the forward convolution's output`);
+}
+
 /** poplin::matMul / matMulGrouped / convolution: floating-point operands of one type. */
 export function checkPoplinTypes(e: GraphEmitter, call: string, types: readonly DType[]): void {
   for (const t of types) if (!FLOATS.includes(t)) precondition(e, `${call} takes float or half operands, not ${t}`);

@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import { AttrInput } from '../builder.js';
-import { DiagnosticError, GraphBuilder, Tensor, numElements } from '../index.js';
+import { DiagnosticError, GraphBuilder, Tensor, Value, completeAttrs, numElements } from '../index.js';
 import { f32, iota, runOp, runOp1 } from '../testing/kernels.js';
+import { KERNEL_CTX } from '../testing/kernels.js';
+import { padOrCrop, zerosLike } from './gradutil.js';
 
 const conv = (inputs: Tensor[], attrs: AttrInput = {}) => runOp1('conv2d', inputs, attrs);
 
@@ -184,5 +186,155 @@ describe('conv2d', () => {
       expect(build([1, 3, 3], [1, 1, 1, 1])).toThrow('conv2d: input must have rank 4 [N,C,H,W], got [1,3,3]');
       expect(build([1, 1, 3, 3], [2, 1, 1, 1], {}, [3])).toThrow('conv2d: bias [3] must have shape [2]');
     });
+  });
+});
+
+// ---- conv2d_weights_grad ----
+
+/**
+ * The weight gradient as generic IR, as convGrad built it before conv2d_weights_grad: a convolution
+ * of x (samples as channels, each group's channels as the batch) with dy as the filter, where the
+ * forward strides become dilations and the forward dilations strides.
+ */
+function decomposedWeightsGrad(b: GraphBuilder, g: Value, x: Value, ws: readonly number[], c: ConvCase): Value {
+  const [N, C, H, W] = x.type.shape as [number, number, number, number];
+  const [, , KH, KW] = ws as [number, number, number, number];
+  const [, , OH, OW] = g.type.shape as [number, number, number, number];
+  const { strides: s, pads, dilations: d, groups: G } = c;
+  const span = [(KH - 1) * d[0] + (OH - 1) * s[0] + 1, (KW - 1) * d[1] + (OW - 1) * s[1] + 1];
+  if (pads[0] >= span[0]! || pads[1] >= span[1]!) {
+    const w = b.input('w_like', x.type.dtype, ws);
+    return zerosLike(b, w);
+  }
+  const trail = [span[0]! - H - pads[0], span[1]! - W - pads[1]];
+  let xt = padOrCrop(b, x, [0, 0, 0, 0], [0, 0, Math.min(0, trail[0]!), Math.min(0, trail[1]!)]);
+  const [Hc, Wc] = xt.type.shape.slice(2) as [number, number];
+  xt = b.op('reshape', [xt], { shape: [N, G, C / G, Hc, Wc] });
+  xt = b.op('transpose', [xt], { perm: [2, 1, 0, 3, 4] });
+  xt = b.op('reshape', [xt], { shape: [C / G, G * N, Hc, Wc] });
+  const gt = b.op('transpose', [g], { perm: [1, 0, 2, 3] });
+  const dw = b.op('conv2d', [xt, gt], {
+    strides: [...d],
+    dilations: [...s],
+    pads: [pads[0], pads[1], Math.max(0, trail[0]!), Math.max(0, trail[1]!)],
+    groups: G,
+  });
+  return b.op('transpose', [dw], { perm: [1, 0, 2, 3] });
+}
+
+/** Runs a builder's graph op by op with the reference kernels; inputs by name. */
+function runGraph(b: GraphBuilder, feeds: Record<string, Tensor>, result: Value): Tensor {
+  const vals = new Map<Value, Tensor>();
+  for (const op of b.graph.ops) {
+    if (op.kind === 'input') {
+      const name = op.attrs['name'] as string;
+      vals.set(op.result, feeds[name] ?? Tensor.zeros(op.result.type.dtype, op.result.type.shape));
+      continue;
+    }
+    const outs = op.def.kernel(op.operands.map((v) => vals.get(v)!), completeAttrs(op.def, op.attrs), KERNEL_CTX);
+    op.results.forEach((r, i) => vals.set(r, outs[i]!));
+  }
+  return vals.get(result)!;
+}
+
+/** dw by its definition: Σ over samples and output positions of dy times the input the tap reads. */
+function naiveWeightsGrad(c: ConvCase, dy: number[], x: number[], OH: number, OW: number): number[] {
+  const C = c.groups * c.cPerGroup;
+  const M = c.groups * c.mPerGroup;
+  const out: number[] = [];
+  for (let m = 0; m < M; m++)
+    for (let cc = 0; cc < c.cPerGroup; cc++)
+      for (let p = 0; p < c.kh; p++)
+        for (let q = 0; q < c.kw; q++) {
+          const ch = Math.floor(m / c.mPerGroup) * c.cPerGroup + cc;
+          let s = 0;
+          for (let n = 0; n < c.n; n++)
+            for (let i = 0; i < OH; i++)
+              for (let j = 0; j < OW; j++) {
+                const h = i * c.strides[0] - c.pads[0] + p * c.dilations[0];
+                const w = j * c.strides[1] - c.pads[1] + q * c.dilations[1];
+                if (h < 0 || h >= c.h || w < 0 || w >= c.w) continue;
+                s += dy[((n * M + m) * OH + i) * OW + j]! * x[((n * C + ch) * c.h + h) * c.w + w]!;
+              }
+          out.push(s);
+        }
+  return out;
+}
+
+describe('conv2d_weights_grad', () => {
+  const small = (max: number) => fc.integer({ min: 1, max });
+  const caseArb = fc
+    .record({
+      n: small(2),
+      groups: small(3),
+      cPerGroup: small(2),
+      mPerGroup: small(2),
+      h: small(6),
+      w: small(6),
+      kh: small(3),
+      kw: small(3),
+      strides: fc.tuple(small(3), small(3)),
+      // up to 4: pads beyond the kernel extent put whole windows in the padding
+      pads: fc.tuple(fc.nat(4), fc.nat(4), fc.nat(4), fc.nat(4)),
+      dilations: fc.tuple(small(2), small(2)),
+    })
+    .filter((c) => c.dilations[0] * (c.kh - 1) + 1 <= c.h + c.pads[0] + c.pads[2] && c.dilations[1] * (c.kw - 1) + 1 <= c.w + c.pads[1] + c.pads[3]);
+
+  function check(c: ConvCase): void {
+    const C = c.groups * c.cPerGroup;
+    const M = c.groups * c.mPerGroup;
+    const attrs = { strides: c.strides, pads: c.pads, dilations: c.dilations, groups: c.groups };
+    const ws = [M, c.cPerGroup, c.kh, c.kw];
+    const OH = Math.floor((c.h + c.pads[0] + c.pads[2] - (c.dilations[0] * (c.kh - 1) + 1)) / c.strides[0]) + 1;
+    const OW = Math.floor((c.w + c.pads[1] + c.pads[3] - (c.dilations[1] * (c.kw - 1) + 1)) / c.strides[1]) + 1;
+    // small integers keep every sum exact: all three must agree bit for bit
+    const xv = iota(c.n * C * c.h * c.w).map((i) => ((i * 5) % 7) - 3);
+    const gv = iota(c.n * M * OH * OW).map((i) => ((i * 3) % 5) - 2);
+    const x = f32([c.n, C, c.h, c.w], xv);
+    const dy = f32([c.n, M, OH, OW], gv);
+    const dw = runOp1('conv2d_weights_grad', [dy, x], { ...attrs, weight_shape: ws });
+    expect(dw.shape).toEqual(ws);
+    expect(dw.toArray()).toEqual(naiveWeightsGrad(c, gv, xv, OH, OW));
+    const b = new GraphBuilder();
+    const gIn = b.input('dy', 'float32', [c.n, M, OH, OW]);
+    const xIn = b.input('x', 'float32', [c.n, C, c.h, c.w]);
+    const ref = runGraph(b, { dy, x }, decomposedWeightsGrad(b, gIn, xIn, ws, c));
+    expect(ref.shape).toEqual(ws);
+    expect(dw.toArray()).toEqual(ref.toArray());
+  }
+
+  it('equals the decomposed gradient (a convolution with strides and dilations swapped) and the definition', () => {
+    fc.assert(fc.property(caseArb, check), { numRuns: 300 });
+  });
+
+  it('covers the fixed corner cases', () => {
+    const base = { n: 1, groups: 1, cPerGroup: 1, mPerGroup: 1, strides: [1, 1] as [number, number], dilations: [1, 1] as [number, number] };
+    // the only window lies in the top-left padding: dw = 0
+    check({ ...base, h: 1, w: 1, kh: 1, kw: 1, pads: [2, 2, 0, 0], strides: [3, 3] });
+    // asymmetric pads larger than the kernel, groups, strides and dilations
+    check({ ...base, n: 2, groups: 2, cPerGroup: 1, mPerGroup: 2, h: 2, w: 3, kh: 2, kw: 2, pads: [3, 1, 2, 4], strides: [2, 1], dilations: [1, 2] });
+    // stride 2 over H = 6 with a 3-tap kernel: the last row is read by no window
+    check({ ...base, h: 6, w: 5, kh: 3, kw: 2, pads: [0, 0, 0, 0], strides: [2, 2], mPerGroup: 2 });
+  });
+
+  it('accumulates float16 in float64', () => {
+    const h = 2 ** -11;
+    const dw = runOp1('conv2d_weights_grad', [Tensor.from('float16', [3, 1, 1, 1], [1, 1, 1]), Tensor.from('float16', [3, 1, 1, 1], [1, h, h])], { weight_shape: [1, 1, 1, 1] });
+    expect(dw.dtype).toBe('float16');
+    expect(dw.toArray()).toEqual([1 + 2 ** -10]);
+  });
+
+  it('rejects operands that do not fit the forward convolution', () => {
+    const build = (dys: number[], xs: number[], attrs: AttrInput) => () => {
+      const g = new GraphBuilder();
+      return g.op('conv2d_weights_grad', [g.input('dy', 'float32', dys), g.input('x', 'float32', xs)], attrs);
+    };
+    expect(build([1, 2, 3, 3], [1, 1, 4, 4], { weight_shape: [2, 1, 2, 2] })()).toBeDefined();
+    expect(build([1, 2, 2, 3], [1, 1, 4, 4], { weight_shape: [2, 1, 2, 2] })).toThrow(
+      "conv2d_weights_grad: dy [1,2,2,3] must have the forward result's shape [1,2,3,3] (input [1,1,4,4], weight [2,1,2,2])",
+    );
+    expect(build([1, 2, 3, 3], [1, 1, 4, 4], { weight_shape: [2, 1, 2] })).toThrow('conv2d_weights_grad: weight_shape [2,1,2] must have 4 entries [M,C/groups,kH,kW]');
+    expect(build([1, 2, 3, 3], [1, 2, 4, 4], { weight_shape: [2, 1, 2, 2] })).toThrow('conv2d_weights_grad: weight [2,1,2,2] has 1 input channels per group');
+    expect(build([1, 2, 3, 3], [1, 1, 4, 4], {})).toThrow(DiagnosticError);
   });
 });

@@ -7,7 +7,7 @@ import type { Value } from '../graph.js';
 import { GradContext, OpDef, defineOp } from '../opdef.js';
 import { ShapeError, TensorType, formatShape } from '../shape.js';
 import { Tensor, allocData } from '../tensor.js';
-import { padOrCrop, zerosLike } from './gradutil.js';
+import { padOrCrop } from './gradutil.js';
 
 /** Convolution. */
 
@@ -118,41 +118,81 @@ function convInputGrad(b: GraphBuilder, g: Value, w: Value, xShape: readonly num
   wt = b.op('reshape', [wt], { shape: [G, M / G, Cg, KH, KW] });
   wt = b.op('transpose', [wt], { perm: [0, 2, 1, 3, 4] });
   wt = b.op('reshape', [wt], { shape: [G * Cg, M / G, KH, KW] });
-  return b.op('conv2d', [gz, wt], { dilations: [...d], groups: G });
+  // PopLibs plans it as the backward pass (PopART's ConvDataGradOp)
+  return b.op('conv2d', [gz, wt], { dilations: [...d], groups: G }, { annotations: { ...b.annotations, convPass: 'bwd' } });
 }
 
 /**
- * Gradient of the weights: dw[m,c,i,j] = Σ_{n,oh,ow} g[n,m,oh,ow]·x[n,c,oh·s - pad + i·d, ...], a
- * convolution of x (samples as channels, each group's channels as the batch) with g as the
- * filter, where the forward strides become dilations and the forward dilations strides.
+ * The weight gradient as its own op (PopART's ConvWeightsGradOp, PopLibs' calculateWeightDeltas
+ * of the forward ConvParams): operands dy [N,M,OH,OW] and x [N,C,H,W], the forward attributes and
+ * the weight shape. Checks the shapes and returns the forward plan.
  */
-function convWeightGrad(b: GraphBuilder, g: Value, x: Value, w: Value, plan: ConvPlan): Value {
-  const [N, C, H, W] = x.type.shape as [number, number, number, number];
-  const [, , KH, KW] = w.type.shape as [number, number, number, number];
+function planWeightsGrad(types: readonly TensorType[], attrs: Attrs): ConvPlan {
+  const [dy, x] = types as [TensorType, TensorType];
+  if (dy.dtype !== x.dtype) throw new ShapeError(`operand types differ: ${dtypeShortName(dy.dtype)}, ${dtypeShortName(x.dtype)} (insert a cast)`);
+  const ws = attrs['weight_shape'] as number[];
+  if (ws.length !== 4) throw new ShapeError(`weight_shape ${formatShape(ws)} must have 4 entries [M,C/groups,kH,kW]`);
+  if (ws.some((d) => !Number.isInteger(d) || d < 1)) throw new ShapeError(`weight_shape ${formatShape(ws)} must be positive`);
+  const plan = planConv([x, { dtype: x.dtype, shape: ws }], attrs);
+  if (dy.shape.length !== 4 || dy.shape.some((d, i) => d !== plan.outShape[i])) {
+    throw new ShapeError(
+      `dy ${formatShape(dy.shape)} must have the forward result's shape ${formatShape(plan.outShape)} (input ${formatShape(x.shape)}, weight ${formatShape(ws)})`,
+    );
+  }
+  return plan;
+}
+
+/**
+ * dw[m,c,i,j] = Σ_{n,oh,ow} dy[n,m,oh,ow]·x[n, g·Cg + c, oh·s - pad + i·d, ow·s - pad + j·d] (g the
+ * group of m), taps on padding adding nothing; summed in float64 in the order n, oh, ow, rounded once.
+ */
+function convWeightsGradKernel(dy: Tensor, x: Tensor, ws: readonly number[], plan: ConvPlan): Tensor {
+  const [N, C, H, W] = x.shape as [number, number, number, number];
+  const [M, Cg, KH, KW] = ws as [number, number, number, number];
   const [, , OH, OW] = plan.outShape;
-  const { strides: s, pads, dilations: d } = plan.window;
-  const G = plan.groups;
-  // padded extent the taps of all windows span
-  const span = [(KH - 1) * d[0] + (OH - 1) * s[0] + 1, (KW - 1) * d[1] + (OW - 1) * s[1] + 1];
-  // every window inside the leading padding: x does not reach the result
-  if (pads[0] >= span[0]! || pads[1] >= span[1]!) return zerosLike(b, w);
-  const trail = [span[0]! - H - pads[0], span[1]! - W - pads[1]];
-  let xt = padOrCrop(b, x, [0, 0, 0, 0], [0, 0, Math.min(0, trail[0]!), Math.min(0, trail[1]!)]);
-  const [Hc, Wc] = xt.type.shape.slice(2) as [number, number];
-  // x [N, G·Cg, H, W] -> [Cg, G·N, H, W]
-  xt = b.op('reshape', [xt], { shape: [N, G, C / G, Hc, Wc] });
-  xt = b.op('transpose', [xt], { perm: [2, 1, 0, 3, 4] });
-  xt = b.op('reshape', [xt], { shape: [C / G, G * N, Hc, Wc] });
-  // g [N, G·Mg, OH, OW] -> [G·Mg, N, OH, OW]
-  const gt = b.op('transpose', [g], { perm: [1, 0, 2, 3] });
-  const dw = b.op('conv2d', [xt, gt], {
-    strides: [...d],
-    dilations: [...s],
-    pads: [pads[0], pads[1], Math.max(0, trail[0]!), Math.max(0, trail[1]!)],
-    groups: G,
-  });
-  // [Cg, M, kh, kw] -> [M, Cg, kh, kw]
-  return b.op('transpose', [dw], { perm: [1, 0, 2, 3] });
+  const { strides, pads, dilations } = plan.window;
+  const Mg = M / plan.groups;
+  const out = allocData(x.dtype, M * Cg * KH * KW);
+  const conv = storeConverter(x.dtype);
+  const gd = dy.data;
+  const xd = x.data;
+  let o = 0;
+  for (let m = 0; m < M; m++) {
+    const c0 = Math.floor(m / Mg) * Cg;
+    for (let c = 0; c < Cg; c++) {
+      for (let i = 0; i < KH; i++) {
+        for (let j = 0; j < KW; j++) {
+          let acc = 0;
+          for (let n = 0; n < N; n++) {
+            const xBase = (n * C + c0 + c) * H;
+            const gBase = (n * M + m) * OH;
+            for (let oh = 0; oh < OH; oh++) {
+              const h = oh * strides[0] - pads[0] + i * dilations[0];
+              if (h < 0 || h >= H) continue;
+              const xRow = (xBase + h) * W;
+              const gRow = (gBase + oh) * OW;
+              for (let ow = 0; ow < OW; ow++) {
+                const w = ow * strides[1] - pads[1] + j * dilations[1];
+                if (w >= 0 && w < W) acc += gd[gRow + ow]! * xd[xRow + w]!;
+              }
+            }
+          }
+          out[o++] = conv ? conv(acc) : acc;
+        }
+      }
+    }
+  }
+  return new Tensor(x.dtype, [M, Cg, KH, KW], out);
+}
+
+/** The forward attributes of a convolution (for the ops its gradient makes). */
+function forwardAttrs(attrs: Attrs) {
+  return {
+    strides: [...(attrs['strides'] as number[])],
+    pads: [...(attrs['pads'] as number[])],
+    dilations: [...(attrs['dilations'] as number[])],
+    groups: attrs['groups'] as number,
+  };
 }
 
 function convGrad({ b, op, inputs, outputGrads }: GradContext): (Value | undefined)[] {
@@ -162,7 +202,7 @@ function convGrad({ b, op, inputs, outputGrads }: GradContext): (Value | undefin
   const plan = planConv(inputs.map((v) => v.type), op.attrs);
   return [
     convInputGrad(b, g, w, x.type.shape, plan),
-    convWeightGrad(b, g, x, w, plan),
+    b.op('conv2d_weights_grad', [g, x], { ...forwardAttrs(op.attrs), weight_shape: [...w.type.shape] }),
     ...(bias ? [b.op('reduce_sum', [g], { axes: [0, 2, 3] })] : []),
   ];
 }
@@ -190,4 +230,41 @@ export const conv2d = defineOp({
   saves: { operands: [0, 1] },
 });
 
-export const CONV_OPS: OpDef[] = [conv2d];
+/**
+ * Both operands enter the result linearly: with gw the gradient of dw, the gradient of dy is the
+ * forward convolution of x with gw, and that of x the input gradient of that convolution at dy.
+ */
+function convWeightsGradGrad({ b, op, inputs, outputGrads }: GradContext): (Value | undefined)[] {
+  const gw = outputGrads[0];
+  if (!gw) return [undefined, undefined];
+  const [dy, x] = inputs as [Value, Value];
+  const plan = planWeightsGrad([dy.type, x.type], op.attrs);
+  const attrs = forwardAttrs(op.attrs);
+  return [b.op('conv2d', [x, gw], attrs), convInputGrad(b, dy, gw, x.type.shape, plan)];
+}
+
+export const conv2d_weights_grad = defineOp({
+  name: 'conv2d_weights_grad',
+  family: 'conv',
+  doc: 'Gradient of conv2d with respect to its weight (PopART ConvWeightsGradOp, PopLibs calculateWeightDeltas): from dy[N,M,OH,OW] and the forward input x[N,C,H,W], with the forward strides, pads, dilations and groups, dw[M,C/groups,kH,kW] of weight_shape.',
+  operands: [{ name: 'dy' }, { name: 'x' }],
+  attrs: {
+    strides: { type: 'ints', default: [1, 1] },
+    pads: { type: 'ints', default: [0, 0, 0, 0], doc: 'top, left, bottom, right' },
+    dilations: { type: 'ints', default: [1, 1] },
+    groups: { type: 'int', default: 1 },
+    weight_shape: { type: 'ints', doc: 'shape [M,C/groups,kH,kW] of the forward weight' },
+  },
+  infer: (types, attrs) => {
+    planWeightsGrad(types, attrs);
+    return [{ dtype: types[1]!.dtype, shape: [...(attrs['weight_shape'] as number[])] }];
+  },
+  kernel: (inputs, attrs) => {
+    const plan = planWeightsGrad(inputs, attrs);
+    return [convWeightsGradKernel(inputs[0]!, inputs[1]!, attrs['weight_shape'] as number[], plan)];
+  },
+  grad: convWeightsGradGrad,
+  saves: { operands: [0, 1] },
+});
+
+export const CONV_OPS: OpDef[] = [conv2d, conv2d_weights_grad];

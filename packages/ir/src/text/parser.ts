@@ -351,7 +351,7 @@ function firstToken(n: CstNode): IToken | undefined {
 const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
 const UINT32_MAX = 2 ** 32 - 1;
-const ANNOTATION_KEYS = ['scope', 'block', 'ipu', 'stage', 'phase', 'recompute', 'serialize', 'matmul_pass'];
+const ANNOTATION_KEYS = ['scope', 'block', 'ipu', 'stage', 'phase', 'recompute', 'serialize', 'matmul_pass', 'conv_pass'];
 
 const MAX_SYNTAX_ERRORS_PER_LINE = 5;
 
@@ -594,6 +594,10 @@ class Analyzer {
         const v = word && !node(vn, 'angleBody') ? word.image : undefined;
         if (v === 'bwd_lhs' || v === 'bwd_rhs') ann.matmulPass = v;
         else this.report(`annotation 'matmul_pass' must be bwd_lhs or bwd_rhs`, at);
+      } else if (key === 'conv_pass') {
+        const v = word && !node(vn, 'angleBody') ? word.image : undefined;
+        if (v === 'bwd') ann.convPass = v;
+        else this.report(`annotation 'conv_pass' must be bwd`, at);
       } else {
         const v = num ? this.int(num, `annotation '${key}'`) : undefined;
         if (!num) this.report(`annotation '${key}' must be an integer`, at);

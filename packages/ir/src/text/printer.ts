@@ -24,7 +24,7 @@
  *   elements, else `dense<f32[1000], "0x...">` (little-endian bytes, float16 as half bits);
  *   initializers `fn<key = value, ...>`.
  * - `[...]` scope and annotations (serialize = mode<factor = n, keep_precision = true, grad = lhs|rhs>,
- *   the last two only when set; matmul_pass = bwd_lhs|bwd_rhs); `: types` of the results; with debugInfo, `loc(...)` frames
+ *   the last two only when set; matmul_pass = bwd_lhs|bwd_rhs, conv_pass = bwd); `: types` of the results; with debugInfo, `loc(...)` frames
  *   innermost first: `"file":line:col`, `"file":"node"`, each optionally `in fn`.
  * - `output "name" = %v` lines after the ops. `//` starts a comment (parser only).
  */
@@ -275,6 +275,7 @@ function printOp(op: Op, namer: ValueNamer, opts: PrintGraphOptions): string {
   if (a.recompute !== undefined) ann.push(`recompute = ${IDENT.test(a.recompute) ? a.recompute : formatString(a.recompute)}`);
   if (a.serialize !== undefined) ann.push(`serialize = ${formatSerialize(a.serialize)}`);
   if (a.matmulPass !== undefined) ann.push(`matmul_pass = ${a.matmulPass}`);
+  if (a.convPass !== undefined) ann.push(`conv_pass = ${a.convPass}`);
   if (ann.length) s += ` [${ann.join(', ')}]`;
 
   if (op.results.length) s += ` : ${op.results.map((r) => formatTypeText(r.type)).join(', ')}`;

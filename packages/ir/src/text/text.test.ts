@@ -351,7 +351,7 @@ describe('parseGraph', () => {
     expect(op.annotations).toEqual({ block: 'blk', ipu: 1, stage: 2, phase: 3, recompute: 'recompute' });
     expect(op.loc).toEqual({ frames: [{ file: 'nn.tg', line: 4, fn: 'lin ear' }, { file: 'm.tg', name: 'n0' }, { file: 'f' }] });
     roundTrips(text);
-    expect(diagnosticsOf(text.replace('phase = 3', 'color = 3'))).toEqual(["3:67: unknown annotation 'color' (annotations: scope, block, ipu, stage, phase, recompute, serialize, matmul_pass)"]);
+    expect(diagnosticsOf(text.replace('phase = 3', 'color = 3'))).toEqual(["3:67: unknown annotation 'color' (annotations: scope, block, ipu, stage, phase, recompute, serialize, matmul_pass, conv_pass)"]);
   });
 
   it('keeps the backward pass of a gradient matmul, and refuses another value', () => {
@@ -366,5 +366,24 @@ describe('parseGraph', () => {
     expect(parseGraph(text).ops[2]!.annotations).toEqual({ matmulPass: 'bwd_rhs' });
     roundTrips(text);
     expect(diagnosticsOf(text.replace('bwd_rhs', 'fwd'))).toEqual(["4:54: annotation 'matmul_pass' must be bwd_lhs or bwd_rhs"]);
+  });
+
+  it('keeps the weight gradient of a convolution and the backward pass of its input-gradient convolution', () => {
+    const text = [
+      'graph @g {',
+      '  %dy = input {name = "dy"} : f32[2,4,3,3]',
+      '  %x = input {name = "x"} : f32[2,6,5,5]',
+      '  %w = input {name = "w"} : f32[4,3,2,2]',
+      '  %0 = conv2d_weights_grad(%dy, %x) {strides = [2, 2], pads = [1, 0, 1, 1], groups = 2, weight_shape = [4, 3, 2, 2]} : f32[4,3,2,2]',
+      '  %1 = conv2d(%x, %w) {groups = 2} [conv_pass = bwd] : f32[2,4,4,4]',
+      '}',
+      '',
+    ].join('\n');
+    const g = parseGraph(text);
+    expect(g.ops[3]!.kind).toBe('conv2d_weights_grad');
+    expect(g.ops[3]!.attrs['weight_shape']).toEqual([4, 3, 2, 2]);
+    expect(g.ops[4]!.annotations).toEqual({ convPass: 'bwd' });
+    roundTrips(text);
+    expect(diagnosticsOf(text.replace('conv_pass = bwd', 'conv_pass = wu'))).toEqual(["6:49: annotation 'conv_pass' must be bwd"]);
   });
 });

@@ -87,4 +87,71 @@ void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float
   }
 }
 
+namespace {
+
+/// The weight deltas' direct loop: every delta gathers its products through the position tables.
+void weightDeltasDirect(const ConvGeometry &g, const float *dy, const float *x, float *dw) {
+  const std::size_t K = g.kernelPos.size();
+  std::fill(dw, dw + g.G * g.Co * g.Ci * g.kN, 0.0f);
+  for (std::size_t grp = 0; grp < g.G; ++grp)
+    for (std::size_t o = 0; o < g.Co; ++o)
+      for (std::size_t c = 0; c < g.Ci; ++c)
+        for (std::size_t k = 0; k < K; ++k) {
+          const long *row = g.inputAt[k].data();
+          float acc = 0.0f;
+          for (std::size_t n = 0; n < g.N; ++n) {
+            const float *xc = x + (n * g.G * g.Ci + grp * g.Ci + c) * g.inN;
+            const float *zc = dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN;
+            for (std::size_t j = 0; j < g.outN; ++j)
+              if (row[j] >= 0) acc += zc[j] * xc[row[j]];
+          }
+          dw[((grp * g.Co + o) * g.Ci + c) * g.kN + static_cast<std::size_t>(g.kernelPos[k])] = acc;
+        }
+}
+
+} // namespace
+
+// The weight deltas as a matrix product per conv group: dy as a [Co][N*outN] matrix times the
+// inputs unfolded into [N*outN][Ci*K] (zeros for padding), so the sum over (n, j) runs in order.
+// Zeros add nothing as long as dy is finite; otherwise the direct loop runs.
+void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, float *dw) {
+  const std::size_t K = g.kernelPos.size(), depth = g.Ci * K, rows = g.N * g.outN;
+  const std::size_t zCount = g.N * g.G * g.Co * g.outN;
+  for (std::size_t i = 0; i < zCount; ++i)
+    if (!std::isfinite(dy[i])) return weightDeltasDirect(g, dy, x, dw);
+  std::fill(dw, dw + g.G * g.Co * g.Ci * g.kN, 0.0f);
+  if (g.Co == 0 || depth == 0) return;
+  ScratchLease scratch;
+  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth);
+  // columns of the unfolded inputs a pass takes
+  const std::size_t width = std::max<std::size_t>(1, std::min(depth, kUnfoldFloats / std::max<std::size_t>(1, rows)));
+  for (std::size_t grp = 0; grp < g.G; ++grp) {
+    for (std::size_t o = 0; o < g.Co; ++o)
+      for (std::size_t n = 0; n < g.N; ++n)
+        std::memcpy(zm + o * rows + n * g.outN, dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN, g.outN * sizeof(float));
+    if (rows == 0) {
+      std::fill(prod, prod + g.Co * depth, 0.0f);
+    } else {
+      for (std::size_t c0 = 0; c0 < depth; c0 += width) {
+        const std::size_t cw = std::min(width, depth - c0);
+        float *cols = scratch.get(2, rows * cw);
+        for (std::size_t n = 0; n < g.N; ++n)
+          for (std::size_t j = 0; j < g.outN; ++j) {
+            float *dst = cols + (n * g.outN + j) * cw;
+            for (std::size_t q = 0; q < cw; ++q) {
+              const std::size_t c = (c0 + q) / K, k = (c0 + q) % K;
+              const long at = g.inputAt[k][j];
+              dst[q] = at >= 0 ? x[(n * g.G * g.Ci + grp * g.Ci + c) * g.inN + static_cast<std::size_t>(at)] : 0.0f;
+            }
+          }
+        gemmF32(g.Co, cw, rows, zm, rows, cols, cw, prod + c0, depth);
+      }
+    }
+    for (std::size_t o = 0; o < g.Co; ++o)
+      for (std::size_t c = 0; c < g.Ci; ++c)
+        for (std::size_t k = 0; k < K; ++k)
+          dw[((grp * g.Co + o) * g.Ci + c) * g.kN + static_cast<std::size_t>(g.kernelPos[k])] = prod[o * depth + c * K + k];
+  }
+}
+
 } // namespace poplar_host

@@ -1,4 +1,4 @@
-// Float convolution for poplin::convolution's float-partials path.
+// Float convolution for poplin::convolution's and poplin::calculateWeightDeltas' float-partials paths.
 #ifndef POPLAR_HOST_CONVKERNEL_HPP
 #define POPLAR_HOST_CONVKERNEL_HPP
 
@@ -25,6 +25,12 @@ struct ConvGeometry {
 /// order of input channel, then kernel position, each product rounded to float and then the sum;
 /// positions on padding add nothing. Bit for bit the plain loop's result.
 void convolutionF32(const ConvGeometry &geo, const float *x, const float *w, float *y);
+
+/// dw = the weight deltas of the convolution in float (weights layout [G][Co][Ci][kN]): each
+/// element starts from +0 and adds dy[n][g*Co+o][j] * x[n][g*Ci+c][inputAt[k][j]] in order of
+/// sample n, then output position j, each product rounded to float and then the sum; positions on
+/// padding add nothing, and kernel elements no position reads are +0. Bit for bit the plain loop.
+void weightDeltasF32(const ConvGeometry &geo, const float *dy, const float *x, float *dw);
 
 } // namespace poplar_host
 

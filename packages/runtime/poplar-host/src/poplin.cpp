@@ -11,6 +11,7 @@
 #include <poplin/codelets.hpp>
 #include <poputil/exceptions.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -46,6 +47,13 @@ void checkOptions(const poplar::OptionFlags &o, const char *op) {
   const auto fc = o.get("fullyConnectedPass", "");
   if (!fc.empty() && fc != "NONE" && fc != "INFERENCE_FWD" && fc != "TRAINING_FWD" && fc != "TRAINING_BWD" && fc != "TRAINING_WU")
     throw poplar::invalid_option(message(op, ": invalid value '", fc, "' for option fullyConnectedPass (NONE, INFERENCE_FWD, TRAINING_FWD, TRAINING_BWD or TRAINING_WU)"));
+  // the pass a convolution (or a fully-connected layer's matmul) is planned for: checked, no
+  // effect on the emulated results
+  const auto pass = o.get("pass", "");
+  static const char *const kPasses[] = {"NONE", "INFERENCE_FWD", "TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU",
+                                        "FC_INFERENCE_FWD", "FC_TRAINING_FWD", "FC_TRAINING_BWD", "FC_TRAINING_WU"};
+  if (!pass.empty() && std::find(std::begin(kPasses), std::end(kPasses), pass) == std::end(kPasses))
+    throw poplar::invalid_option(message(op, ": invalid value '", pass, "' for option pass (NONE, INFERENCE_FWD, TRAINING_FWD, TRAINING_BWD, TRAINING_WU, FC_INFERENCE_FWD, FC_TRAINING_FWD, FC_TRAINING_BWD or FC_TRAINING_WU)"));
 }
 
 /// The type of the partial sums: the partialsType option (default float), unless it is smaller
@@ -518,70 +526,12 @@ template <class F> void forEachIndex(const std::vector<std::size_t> &shape, F &&
   }
 }
 
-} // namespace
-
-poplar::Tensor createWeights(poplar::Graph &graph, const ConvParams &params, const poplar::DebugContext &debugContext,
-                             const poplar::OptionFlags &options, PlanningCache *) {
-  params.validate();
-  checkOptions(options, "createWeights");
-  std::vector<std::size_t> shape{params.numConvGroups, params.outputChannelsPerConvGroup,
-                                 params.inputChannelsPerConvGroup};
-  shape.insert(shape.end(), params.kernelShape.begin(), params.kernelShape.end());
-  return planned(poplar_host::newMappedVariable(graph, params.inputType, shape, nameOf(debugContext, "weights")),
-                 PlannedLayout::Conv);
-}
-
-poplar::Tensor createInput(poplar::Graph &graph, const ConvParams &params, const poplar::DebugContext &debugContext,
-                           const poplar::OptionFlags &options, PlanningCache *) {
-  params.validate();
-  checkOptions(options, "createInput");
-  std::vector<std::size_t> shape{params.batchSize, params.getNumInputChans()};
-  shape.insert(shape.end(), params.inputFieldShape.begin(), params.inputFieldShape.end());
-  return planned(poplar_host::newMappedVariable(graph, params.inputType, shape, nameOf(debugContext, "input")),
-                 PlannedLayout::Conv);
-}
-
-poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const poplar::Tensor &weights,
-                           const ConvParams &params, bool transposeAndFlipWeights, poplar::program::Sequence &prog,
-                           const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
-                           PlanningCache *) {
-  params.validate();
-  checkOptions(options, "convolution");
-  const std::size_t F = params.getNumFieldDims(), N = params.batchSize, G = params.numConvGroups;
-  const std::size_t Ci = params.inputChannelsPerConvGroup, Co = params.outputChannelsPerConvGroup;
-  std::vector<std::size_t> inShape{N, G * Ci}, wShape{G, transposeAndFlipWeights ? Ci : Co,
-                                                        transposeAndFlipWeights ? Co : Ci};
-  inShape.insert(inShape.end(), params.inputFieldShape.begin(), params.inputFieldShape.end());
-  wShape.insert(wShape.end(), params.kernelShape.begin(), params.kernelShape.end());
-  if (in.shape() != inShape)
-    throw poputil::poplibs_error(message("convolution: input shape ", in.shapeToString(), " should be ",
-                                         shapeString(inShape), " for ", params));
-  if (weights.shape() != wShape)
-    throw poputil::poplibs_error(message("convolution: weights shape ", weights.shapeToString(), " should be ",
-                                         shapeString(wShape), transposeAndFlipWeights ? " (transposed)" : "",
-                                         " for ", params));
-  if (in.elementType() != params.inputType || weights.elementType() != params.inputType)
-    throw poputil::poplibs_error(message("convolution: input and weights must be ", params.inputType, ", got ",
-                                         in.elementType(), " and ", weights.elementType()));
-
+/// The convolution's geometry with its transforms resolved, fixed at graph construction:
+///   kernelPos[k'] -> kernel element (flat) or -1, per transformed kernel position
+///   inputAt[k'][j] -> input element (flat) feeding output j through k', or -1
+poplar_host::ConvGeometry convGeometry(const ConvParams &params, bool transposeAndFlipWeights) {
+  const std::size_t F = params.getNumFieldDims();
   const auto outField = params.getOutputFieldShape();
-  std::vector<std::size_t> outShape{N, G * Co};
-  outShape.insert(outShape.end(), outField.begin(), outField.end());
-  auto out = poplar_host::newMappedVariable(graph, params.outputType, outShape, nameOf(debugContext, "conv"));
-  // while it runs: the operands rearranged into the plan's layout (unless made in it) and the
-  // partial sums in the partials type, for the liveness-based memory accounting
-  const std::string tempName = nameOf(debugContext, "convolution");
-  std::vector<poplar::Tensor> temps;
-  if (!isPlannedOperand(in, PlannedLayout::Conv))
-    temps.push_back(poplar_host::newMappedVariable(graph, in.elementType(), in.shape(), tempName + "/inRearranged"));
-  if (!isPlannedOperand(weights, PlannedLayout::Conv))
-    temps.push_back(poplar_host::newMappedVariable(graph, weights.elementType(), weights.shape(), tempName + "/weightsRearranged"));
-  temps.push_back(poplar_host::newMappedVariable(graph, halfPartials(options, params.outputType) ? poplar::HALF : poplar::FLOAT,
-                                                 outShape, tempName + "/partials"));
-
-  // Geometry tables, fixed at graph construction:
-  //   kernelPos[k'] -> kernel element (flat) or -1, per transformed kernel position
-  //   inputAt[k'][j] -> input element (flat) feeding output j through k', or -1
   std::vector<std::size_t> tKernelShape, tInputShape;
   std::vector<std::vector<long>> inMap(F), kMap(F), oMap(F);
   for (unsigned d = 0; d < F; ++d) {
@@ -621,13 +571,79 @@ poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const
     });
     inputAt.push_back(std::move(row));
   });
-  const std::size_t inN = poplar_host::product(params.inputFieldShape);
+  poplar_host::ConvGeometry geo;
+  geo.N = params.batchSize, geo.G = params.numConvGroups;
+  geo.Ci = params.inputChannelsPerConvGroup, geo.Co = params.outputChannelsPerConvGroup;
+  geo.inN = poplar_host::product(params.inputFieldShape), geo.outN = outN, geo.kN = kN;
+  geo.transposed = transposeAndFlipWeights, geo.kernelPos = std::move(kernelPos), geo.inputAt = std::move(inputAt);
+  return geo;
+}
+
+} // namespace
+
+poplar::Tensor createWeights(poplar::Graph &graph, const ConvParams &params, const poplar::DebugContext &debugContext,
+                             const poplar::OptionFlags &options, PlanningCache *) {
+  params.validate();
+  checkOptions(options, "createWeights");
+  std::vector<std::size_t> shape{params.numConvGroups, params.outputChannelsPerConvGroup,
+                                 params.inputChannelsPerConvGroup};
+  shape.insert(shape.end(), params.kernelShape.begin(), params.kernelShape.end());
+  return planned(poplar_host::newMappedVariable(graph, params.inputType, shape, nameOf(debugContext, "weights")),
+                 PlannedLayout::Conv);
+}
+
+poplar::Tensor createInput(poplar::Graph &graph, const ConvParams &params, const poplar::DebugContext &debugContext,
+                           const poplar::OptionFlags &options, PlanningCache *) {
+  params.validate();
+  checkOptions(options, "createInput");
+  std::vector<std::size_t> shape{params.batchSize, params.getNumInputChans()};
+  shape.insert(shape.end(), params.inputFieldShape.begin(), params.inputFieldShape.end());
+  return planned(poplar_host::newMappedVariable(graph, params.inputType, shape, nameOf(debugContext, "input")),
+                 PlannedLayout::Conv);
+}
+
+poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const poplar::Tensor &weights,
+                           const ConvParams &params, bool transposeAndFlipWeights, poplar::program::Sequence &prog,
+                           const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
+                           PlanningCache *) {
+  params.validate();
+  checkOptions(options, "convolution");
+  const std::size_t N = params.batchSize, G = params.numConvGroups;
+  const std::size_t Ci = params.inputChannelsPerConvGroup, Co = params.outputChannelsPerConvGroup;
+  std::vector<std::size_t> inShape{N, G * Ci}, wShape{G, transposeAndFlipWeights ? Ci : Co,
+                                                        transposeAndFlipWeights ? Co : Ci};
+  inShape.insert(inShape.end(), params.inputFieldShape.begin(), params.inputFieldShape.end());
+  wShape.insert(wShape.end(), params.kernelShape.begin(), params.kernelShape.end());
+  if (in.shape() != inShape)
+    throw poputil::poplibs_error(message("convolution: input shape ", in.shapeToString(), " should be ",
+                                         shapeString(inShape), " for ", params));
+  if (weights.shape() != wShape)
+    throw poputil::poplibs_error(message("convolution: weights shape ", weights.shapeToString(), " should be ",
+                                         shapeString(wShape), transposeAndFlipWeights ? " (transposed)" : "",
+                                         " for ", params));
+  if (in.elementType() != params.inputType || weights.elementType() != params.inputType)
+    throw poputil::poplibs_error(message("convolution: input and weights must be ", params.inputType, ", got ",
+                                         in.elementType(), " and ", weights.elementType()));
+
+  const auto outField = params.getOutputFieldShape();
+  std::vector<std::size_t> outShape{N, G * Co};
+  outShape.insert(outShape.end(), outField.begin(), outField.end());
+  auto out = poplar_host::newMappedVariable(graph, params.outputType, outShape, nameOf(debugContext, "conv"));
+  // while it runs: the operands rearranged into the plan's layout (unless made in it) and the
+  // partial sums in the partials type, for the liveness-based memory accounting
+  const std::string tempName = nameOf(debugContext, "convolution");
+  std::vector<poplar::Tensor> temps;
+  if (!isPlannedOperand(in, PlannedLayout::Conv))
+    temps.push_back(poplar_host::newMappedVariable(graph, in.elementType(), in.shape(), tempName + "/inRearranged"));
+  if (!isPlannedOperand(weights, PlannedLayout::Conv))
+    temps.push_back(poplar_host::newMappedVariable(graph, weights.elementType(), weights.shape(), tempName + "/weightsRearranged"));
+  temps.push_back(poplar_host::newMappedVariable(graph, halfPartials(options, params.outputType) ? poplar::HALF : poplar::FLOAT,
+                                                 outShape, tempName + "/partials"));
+
+  const poplar_host::ConvGeometry geo = convGeometry(params, transposeAndFlipWeights);
+  const std::size_t outN = geo.outN, inN = geo.inN, kN = geo.kN;
   const bool transposed = transposeAndFlipWeights;
   const bool halfSums = halfPartials(options, params.outputType);
-
-  poplar_host::ConvGeometry geo;
-  geo.N = N, geo.G = G, geo.Ci = Ci, geo.Co = Co, geo.inN = inN, geo.outN = outN, geo.kN = kN;
-  geo.transposed = transposed, geo.kernelPos = std::move(kernelPos), geo.inputAt = std::move(inputAt);
 
   // Each output element sums its products in order: input channel, then kernel position (the
   // positions falling on padding add nothing).
@@ -670,6 +686,92 @@ poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const
     ctx.write(out, y);
   }, [&] {
     std::vector<poplar::Tensor> touches{in, weights, out};
+    touches.insert(touches.end(), temps.begin(), temps.end());
+    return touches;
+  }())->flops = 2 * std::uint64_t(N) * G * Co * outN * Ci * geo.kernelPos.size();
+  return out;
+}
+
+poplar::Tensor calculateWeightDeltas(poplar::Graph &graph, const poplar::Tensor &zDeltas, const poplar::Tensor &activations,
+                                     const ConvParams &params, poplar::program::Sequence &prog,
+                                     const poplar::DebugContext &debugContext, const poplar::OptionFlags &options,
+                                     PlanningCache *) {
+  params.validate();
+  checkOptions(options, "calculateWeightDeltas");
+  const std::size_t N = params.batchSize, G = params.numConvGroups;
+  const std::size_t Ci = params.inputChannelsPerConvGroup, Co = params.outputChannelsPerConvGroup;
+  const auto outField = params.getOutputFieldShape();
+  std::vector<std::size_t> actShape{N, G * Ci}, zShape{N, G * Co}, wShape{G, Co, Ci};
+  actShape.insert(actShape.end(), params.inputFieldShape.begin(), params.inputFieldShape.end());
+  zShape.insert(zShape.end(), outField.begin(), outField.end());
+  wShape.insert(wShape.end(), params.kernelShape.begin(), params.kernelShape.end());
+  if (activations.shape() != actShape)
+    throw poputil::poplibs_error(message("calculateWeightDeltas: activations shape ", activations.shapeToString(),
+                                         " should be ", shapeString(actShape), " for ", params));
+  if (zDeltas.shape() != zShape)
+    throw poputil::poplibs_error(message("calculateWeightDeltas: zDeltas shape ", zDeltas.shapeToString(), " should be ",
+                                         shapeString(zShape), " for ", params));
+  if (activations.elementType() != params.inputType || zDeltas.elementType() != params.outputType)
+    throw poputil::poplibs_error(message("calculateWeightDeltas: activations must be ", params.inputType,
+                                         " and zDeltas ", params.outputType, ", got ", activations.elementType(),
+                                         " and ", zDeltas.elementType()));
+
+  // the deltas lie like the weights createWeights makes: [G, Co, Ci, kernel...]
+  auto out = poplar_host::newMappedVariable(graph, params.inputType, wShape, nameOf(debugContext, "weightDeltas"));
+  // while it runs: the operands rearranged into the plan's layout (unless made in it) and the
+  // partial sums in the partials type, for the liveness-based memory accounting
+  const std::string tempName = nameOf(debugContext, "calculateWeightDeltas");
+  const bool halfSums = halfPartials(options, params.inputType);
+  std::vector<poplar::Tensor> temps;
+  if (!isPlannedOperand(zDeltas, PlannedLayout::Conv))
+    temps.push_back(poplar_host::newMappedVariable(graph, zDeltas.elementType(), zDeltas.shape(), tempName + "/zDeltasRearranged"));
+  if (!isPlannedOperand(activations, PlannedLayout::Conv))
+    temps.push_back(poplar_host::newMappedVariable(graph, activations.elementType(), activations.shape(), tempName + "/activationsRearranged"));
+  temps.push_back(poplar_host::newMappedVariable(graph, halfSums ? poplar::HALF : poplar::FLOAT, wShape, tempName + "/partials"));
+
+  const poplar_host::ConvGeometry geo = convGeometry(params, false);
+  const std::size_t outN = geo.outN, inN = geo.inN, kN = geo.kN;
+
+  // Each weight delta sums its products in order: sample, then output position (the positions
+  // whose tap falls on padding add nothing); kernel elements no position reads stay zero.
+  poplar_host::addHostStep(prog, nameOf(debugContext, "calculateWeightDeltas"), [=](ReplicaContext &ctx) {
+    poplar_host::Rounder r = ctx.rounder(out);
+    PartialSums sums(halfSums, r);
+    const std::size_t wn = G * Co * Ci * kN;
+    if (!halfSums) { // float32: one matrix product per conv group (see convkernel.cpp)
+      poplar_host::ScratchLease scratch;
+      const std::size_t xn = activations.numElements(), zn = zDeltas.numElements();
+      float *xf = scratch.get(0, xn), *zf = scratch.get(1, zn), *dw = scratch.get(2, wn);
+      readFloats(ctx, activations, xf);
+      readFloats(ctx, zDeltas, zf);
+      poplar_host::weightDeltasF32(geo, zf, xf, dw);
+      sums.finish(dw, wn, allFinite(xf, xn) && allFinite(zf, zn));
+      ctx.raised(r);
+      return writeFloats(ctx, out, dw);
+    }
+    const auto x = ctx.read(activations), z = ctx.read(zDeltas);
+    std::vector<double> dw(wn, 0.0);
+    const std::size_t K = geo.kernelPos.size();
+    for (std::size_t g = 0; g < G; ++g)
+      for (std::size_t o = 0; o < Co; ++o)
+        for (std::size_t c = 0; c < Ci; ++c)
+          for (std::size_t k = 0; k < K; ++k) {
+            const std::size_t wi = ((g * Co + o) * Ci + c) * kN + static_cast<std::size_t>(geo.kernelPos[k]);
+            const long *row = geo.inputAt[k].data();
+            double acc = 0.0;
+            std::uint64_t step = 0;
+            for (std::size_t n = 0; n < N; ++n) {
+              const std::size_t xBase = (n * G * Ci + g * Ci + c) * inN, zBase = (n * G * Co + g * Co + o) * outN;
+              for (std::size_t j = 0; j < outN; ++j)
+                if (row[j] >= 0) acc = sums.add(acc, z[zBase + j], x[xBase + static_cast<std::size_t>(row[j])], wi, step++);
+            }
+            dw[wi] = acc;
+          }
+    sums.finish(dw, allFinite(x) && allFinite(z));
+    ctx.raised(r);
+    ctx.write(out, dw);
+  }, [&] {
+    std::vector<poplar::Tensor> touches{zDeltas, activations, out};
     touches.insert(touches.end(), temps.begin(), temps.end());
     return touches;
   }())->flops = 2 * std::uint64_t(N) * G * Co * outN * Ci * geo.kernelPos.size();

@@ -13,6 +13,7 @@
 #include <popops/codelets.hpp>
 #include <poputil/TileMapping.hpp>
 
+#include "bit_cases.hpp"
 #include "check.hpp"
 
 #include <cstring>
@@ -30,12 +31,7 @@ namespace {
 
 std::mt19937 rng(99);
 
-std::vector<float> randomFloats(std::size_t n) {
-  std::uniform_real_distribution<float> d(-2.f, 2.f);
-  std::vector<float> v(n);
-  for (auto &x : v) x = d(rng);
-  return v;
-}
+std::vector<float> randomFloats(std::size_t n) { return bitcases::randomFloats(rng, n); }
 
 /// The sequential float sum of the documented numerics.
 std::vector<float> refMatMul(std::size_t G, std::size_t m, std::size_t k, std::size_t n, const std::vector<float> &a,
@@ -114,17 +110,7 @@ struct Conv {
   }
 };
 
-bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-/// A host-writable input mapped linearly.
-Tensor input(Graph &graph, const Type &type, std::vector<std::size_t> shape, const std::string &name) {
-  Tensor t = graph.addVariable(type, shape, name);
-  poputil::mapTensorLinearly(graph, t);
-  graph.createHostWrite(name + "-w", t);
-  return t;
-}
+using bitcases::input;
 
 std::vector<float> halves(std::vector<float> v) {
   // values a half holds exactly: multiples of 1/64 in [-2, 2]
@@ -142,24 +128,10 @@ int main() {
   popops::addCodelets(graph);
   poplin::addCodelets(graph);
   Sequence prog;
-  // what to write before the run, and what to compare after it
-  std::vector<std::function<void(Engine &)>> writes;
-  std::vector<std::pair<std::string, std::vector<float>>> expected;
+  bitcases::Cases cases(graph);
   auto operand = [&](const std::string &name, std::vector<std::size_t> shape, const std::vector<float> &values,
-                     const Type &type = FLOAT) {
-    Tensor t = input(graph, type, shape, name);
-    writes.push_back([name, values, type](Engine &e) {
-      if (type == FLOAT) return e.writeTensor(name + "-w", values.data(), values.data() + values.size());
-      std::vector<std::uint16_t> h(values.size());
-      copyFloatToDeviceHalf(Target::createIPUTarget(1, "ipu2"), values.data(), h.data(), h.size());
-      e.writeTensor(name + "-w", h.data(), h.data() + h.size());
-    });
-    return t;
-  };
-  auto expect = [&](const std::string &name, const Tensor &t, std::vector<float> values) {
-    graph.createHostRead(name, t);
-    expected.emplace_back(name, std::move(values));
-  };
+                     const Type &type = FLOAT) { return cases.operand(name, std::move(shape), values, type); };
+  auto expect = [&](const std::string &name, const Tensor &t, std::vector<float> values) { cases.expect(name, t, std::move(values)); };
 
   // --- matMul: K = 1, single rows and columns, sizes past the register block (6 x 16 / 4 x 8),
   // the row block (96), the product block (256) and the column block (2048)
@@ -230,20 +202,6 @@ int main() {
     expect("infConv", poplin::convolution(graph, in, wt, c.params(), false, prog, "infConv"), ref);
   }
 
-  Engine engine(graph, prog);
-  engine.load(device);
-  for (auto &w : writes) w(engine);
-  engine.run(0);
-  for (const auto &[name, want] : expected) {
-    std::vector<float> got(want.size());
-    engine.readTensor(name, got.data(), got.data() + got.size());
-    if (!sameBits(got, want)) {
-      std::size_t i = 0;
-      while (i < got.size() && std::memcmp(&got[i], &want[i], sizeof(float)) == 0) ++i;
-      std::cout.precision(9);
-      std::cout << name << ": element " << i << " is " << got[i] << ", expected " << want[i] << "\n";
-    }
-    CHECK(sameBits(got, want));
-  }
+  cases.run(device, prog);
   return check::finish("kernels");
 }

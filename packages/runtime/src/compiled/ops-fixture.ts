@@ -88,6 +88,11 @@ const FAMILIES: Record<string, Family> = {
     b.output('cv.grouped', b.op('conv2d', [x, w, bias], { groups: 2, strides: [2, 1], pads: [1, 0, 2, 1], dilations: [1, 2] }));
     const w1 = b.parameter('cv.w1', 'float32', [3, 4, 1, 1], { kind: 'init', fn: 'normal', args: { seed: 14 } });
     b.output('cv.pointwise', b.op('conv2d', [x, w1]));
+    // weight gradients (calculateWeightDeltas): groups, strides, dilations, asymmetric pads; and pads past the kernel
+    const dy = f32(b, 'cv_dy', [2, 6, 4, 4]);
+    b.output('cv.weights_grad', b.op('conv2d_weights_grad', [dy, x], { groups: 2, strides: [2, 1], pads: [1, 0, 2, 1], dilations: [1, 2], weight_shape: [6, 2, 3, 3] }));
+    const dyPad = f32(b, 'cv_dy_pad', [2, 3, 4, 5]);
+    b.output('cv.weights_grad_pad', b.op('conv2d_weights_grad', [dyPad, x], { strides: [3, 3], pads: [4, 3, 2, 4], weight_shape: [3, 4, 2, 2] }));
   },
   pool: (b) => {
     const x = f32(b, 'pl_x', [2, 3, 7, 6]);

@@ -32,6 +32,16 @@ poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const
                            const poplar::DebugContext &debugContext = {}, const poplar::OptionFlags &options = {},
                            PlanningCache *cache = nullptr);
 
+/// The weight deltas (gradients with respect to the weights) of the convolution with the forward
+/// params: from zDeltas [N, G*Cout, outField...] (the gradients of its output, params.outputType)
+/// and activations [N, G*Cin, field...] (its input, params.inputType), a tensor shaped like the
+/// weights, [G, Cout, Cin, k...], of params.inputType, summed in the partials type. The `pass`
+/// option (TRAINING_WU as frameworks set it) is checked and only plans.
+poplar::Tensor calculateWeightDeltas(poplar::Graph &graph, const poplar::Tensor &zDeltas,
+                                     const poplar::Tensor &activations, const ConvParams &params,
+                                     poplar::program::Sequence &prog, const poplar::DebugContext &debugContext = {},
+                                     const poplar::OptionFlags &options = {}, PlanningCache *cache = nullptr);
+
 /// Biases [C] for activations [N, C, ...], mapped linearly.
 poplar::Tensor createBiases(poplar::Graph &graph, const poplar::Tensor &acts,
                             const poplar::DebugContext &debugContext = {});
