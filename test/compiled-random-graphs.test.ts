@@ -274,6 +274,28 @@ function handWritten(): { g: Graph; feeds: Record<string, Tensor[]> } {
   return { g: b.graph, feeds };
 }
 
+/** Runs the module on the compiled backend once. */
+function compiledRun(m: Module, feeds: Record<string, Tensor[]>, mergeComputeSets = true): Record<string, Tensor[]> {
+  const backend = CompiledBackend.compile(m, { seed: RUN_SEED, print: () => {}, showProgress: false, mergeComputeSets });
+  try {
+    return backend.run(feeds);
+  } finally {
+    backend.dispose();
+  }
+}
+
+/** Outputs whose bits differ between two runs (NaNs equal). */
+function bitDifferences(a: Record<string, Tensor[]>, b: Record<string, Tensor[]>): string[] {
+  const out: string[] = [];
+  for (const [name, ts] of Object.entries(b)) {
+    ts.forEach((t, k) => {
+      const u = a[name]?.[k];
+      if (!u || u.dtype !== t.dtype || u.shape.join() !== t.shape.join() || t.data.some((x, i) => !Object.is(x, u.data[i]))) out.push(`${name}#${k}`);
+    });
+  }
+  return out;
+}
+
 describe('hand-written cases on the compiled backend match the reference', () => {
   const { g, feeds } = handWritten();
   const m = inference(g);
@@ -281,12 +303,7 @@ describe('hand-written cases on the compiled backend match the reference', () =>
   let want: Record<string, Tensor[]>;
   beforeAll(() => {
     want = new ModuleInterpreter(m, { seed: RUN_SEED }).run(feeds);
-    const backend = CompiledBackend.compile(m, { seed: RUN_SEED, showProgress: false });
-    try {
-      got = backend.run(feeds);
-    } finally {
-      backend.dispose();
-    }
+    got = compiledRun(m, feeds);
   });
 
   test.each(g.outputs.map((o) => [o.name] as const))('%s', (name) => {
@@ -309,5 +326,21 @@ describe('hand-written cases on the compiled backend match the reference', () =>
     const ks = Array.from(got['k.special']![0]!.data.slice(0, 4));
     expect(ks.slice(0, 3)).toEqual([NaN, Infinity, -Infinity]);
     expect(ks[3]).toBeCloseTo(feeds['x']![0]!.data[3]! + 1, 5);
+  });
+
+  test('the same bits with a compute set per op (mergeComputeSets off)', () => {
+    expect(bitDifferences(compiledRun(m, feeds, false), got)).toEqual([]);
+  });
+});
+
+describe('merged compute sets compute what one compute set per op computes', () => {
+  // two random graphs (of another seed), built with and without merged compute sets: the same bits
+  const recipes = fc.sample(arbitraryGraphRecipe({ dtypes: DEVICE_DTYPES, ops: OPS, maxSteps: 16, zeroSizes: false }), { seed: SEED + 1, numRuns: 2 });
+  test.each(recipes.map((r, i) => [i, r] as const))('graph %i', (i, raw) => {
+    const g = graphFromRecipe(tamed(raw, SEED + 1 + i), { dtypes: DEVICE_DTYPES, ops: OPS });
+    const m = inference(g);
+    const feeds = feedsFor(m, SEED + 2000 + i);
+    const problems = bitDifferences(compiledRun(m, feeds, false), compiledRun(m, feeds));
+    if (problems.length) throw new Error(`merged and separate compute sets differ: ${problems.join(', ')}\n\n${printGraph(g)}`);
   });
 });

@@ -29,6 +29,12 @@ export interface GenerateOptions {
    * `linear` spreads every tensor linearly from the next free tile (to compare against).
    */
   tileLayout?: 'planned' | 'linear';
+  /**
+   * Put independent generated-vertex work (fused element-wise groups, pools, random, argmax, ...)
+   * that follows one another in a graph's program into one compute set, one exchange and sync
+   * instead of one each (default true; false: a compute set per lowered op, to compare against).
+   */
+  mergeComputeSets?: boolean;
   /** Largest number of element-wise ops fused into one vertex (default 32). */
   maxFusedOps?: number;
   /** Plan memory without failing when a tile is over its bytes (for reports; Poplar's debug.allowOutOfMemory). */
@@ -175,6 +181,52 @@ export function shapeLiteral(shape: readonly number[]): string {
   return `{${shape.join(', ')}}`;
 }
 
+/**
+ * Bytes of state writes a merged compute set may hold back (their new values stay live until
+ * the compute set has run): PopART's mergeVarUpdateMemThreshold default.
+ */
+export const MERGE_DEFERRED_BYTES = 1_000_000;
+
+/** One compute set of an open region, and the program lines held back to run right after it. */
+interface Level {
+  readonly name: string;
+  /** Buffers its vertices read and write. */
+  readonly reads: Set<Allocation>;
+  readonly writes: Set<Allocation>;
+  /** Program lines (state writes) that run after its Execute, with what they read and write. */
+  readonly deferred: string[];
+  readonly deferredReads: Set<Allocation>;
+  readonly deferredWrites: Set<Allocation>;
+  /** Everything its members and held-back lines touch; the buffers its vertices make (outputs). */
+  readonly touched: Set<Allocation>;
+  readonly made: Set<Allocation>;
+  /** Its first member (blamed for its step in the memory plan). */
+  readonly op: Op | undefined;
+}
+
+/**
+ * Vertex work and state writes since the last program step, not yet in the program: compute sets
+ * in the order they run (each after the ones its vertices depend on), each followed by the state
+ * writes that have to wait for it.
+ */
+interface OpenRegion {
+  readonly levels: Level[];
+  deferredBytes: number;
+  /** Where its steps go in the graph's lines: after the code of its last member or held-back line. */
+  insertAt: number;
+}
+
+const meets = (a: Iterable<Allocation>, b: ReadonlySet<Allocation>) => {
+  for (const x of a) if (b.has(x)) return true;
+  return false;
+};
+
+/** A program line: it adds to (or passes) the graph's program sequence `prog`; string literals and comments aside. */
+function isProgramLine(line: string): boolean {
+  if (line.trimStart().startsWith('//')) return false;
+  return /\bprog\b/.test(line.replace(/"(?:[^"\\]|\\.)*"/g, '""'));
+}
+
 /** The ops whose result is their operand (no code). */
 export const ALIAS_OPS = new Set(['identity', 'nop', 'recomputation_checkpoint', 'set_available_memory']);
 
@@ -189,6 +241,12 @@ export class GraphEmitter {
   private readonly aliasOf = new Map<Value, Value>();
   private tmp = 0;
   private cs = 0;
+  /** Vertex work and state writes not yet in the program (see computeSet). */
+  private region: OpenRegion | undefined;
+  /** A compute set computeSet() handed out whose execute() has not come yet. */
+  private unexecuted: string | undefined;
+  /** Buffers touched since the current tick began. */
+  private tickTouched = new Set<Allocation>();
   private currentOp: Op | undefined;
   /**
    * The graph's clock: one tick per lowered op (or fused group), so that everything one op reads
@@ -229,6 +287,7 @@ export class GraphEmitter {
     this.now++;
     this.opAt.push(op);
     this.pending = [];
+    this.tickTouched = new Set();
   }
 
   /** The memory of a tensor this emitter declared under C++ name `name`. */
@@ -240,6 +299,7 @@ export class GraphEmitter {
   touch(bs: readonly Allocation[] | undefined): void {
     if (!bs) return;
     for (const b of bs) {
+      this.tickTouched.add(b);
       const r = this.touches.get(b);
       if (r) r[1] = this.now;
       else this.touches.set(b, [this.now, this.now]);
@@ -247,6 +307,10 @@ export class GraphEmitter {
   }
 
   emit(line: string): void {
+    if (this.region && isProgramLine(line)) {
+      if (this.unexecuted !== undefined) throw new Error(`internal: a program step between compute set ${this.unexecuted} and its Execute`);
+      this.closeComputeSet();
+    }
     this.lines.push(`  ${line}`);
   }
 
@@ -492,11 +556,121 @@ export class GraphEmitter {
     return name;
   }
 
-  /** A new compute set; returns its local name. */
-  computeSet(label: string): string {
-    const name = `cs${this.cs++}`;
-    this.emit(`poplar::ComputeSet ${name} = d.graph.addComputeSet(${this.debugName(label)});`);
-    return name;
+  /**
+   * The compute set for the vertices of the current op, which write the buffers `writes` (their
+   * outputs) and read what the op touched so far; call `execute` once the vertices are added.
+   * When merging is on, the vertex work since the last program step forms a region: the new
+   * vertices join the first compute set of the region after every compute set and held-back state
+   * write they depend on (one reads what the other writes), a new one at its end if there is none.
+   * Without `writes` (unknown), the op gets a compute set of its own, alone in the program.
+   */
+  computeSet(label: string, writes?: readonly (Allocation | undefined)[]): string {
+    const known = writes?.every((b): b is Allocation => b !== undefined) ? (writes as readonly Allocation[]) : undefined;
+    const merge = this.mc.opts.mergeComputeSets !== false && known !== undefined;
+    if (!merge) this.closeComputeSet();
+    const w = new Set(known ?? []);
+    const r = new Set([...this.tickTouched].filter((b) => !w.has(b)));
+    const region = this.region;
+    let at = 0;
+    if (region) {
+      region.levels.forEach((l, j) => {
+        const members = meets(r, l.writes) || meets(w, l.reads) || meets(w, l.writes);
+        const held = meets(r, l.deferredWrites) || meets(w, l.deferredReads) || meets(w, l.deferredWrites);
+        if (members || held) at = j + 1;
+      });
+    }
+    let level = region?.levels[at];
+    if (!level) {
+      const name = `cs${this.cs++}`;
+      this.emit(`poplar::ComputeSet ${name} = d.graph.addComputeSet(${this.debugName(label)});`);
+      level = { name, reads: new Set(), writes: new Set(), deferred: [], deferredReads: new Set(), deferredWrites: new Set(), touched: new Set(), made: new Set(), op: this.currentOp };
+      if (merge) {
+        this.region ??= { levels: [], deferredBytes: 0, insertAt: this.lines.length };
+        this.region.levels.push(level);
+      }
+    }
+    this.unexecuted = level.name;
+    if (merge) {
+      for (const b of r) level.reads.add(b);
+      for (const b of w) level.writes.add(b);
+      for (const b of this.tickTouched) level.touched.add(b);
+      for (const b of w) if (this.touches.get(b)?.[0] === this.now) level.made.add(b);
+    }
+    return level.name;
+  }
+
+  /** Runs compute set `cs` (from `computeSet`): now, or with its region. */
+  execute(cs: string): void {
+    if (this.unexecuted !== cs) throw new Error(`internal: execute(${cs}) without computeSet`);
+    this.unexecuted = undefined;
+    if (this.region?.levels.some((l) => l.name === cs)) {
+      this.region.insertAt = this.lines.length;
+      return;
+    }
+    this.emit(`prog.add(poplar::program::Execute(${cs}));`);
+  }
+
+  /**
+   * Program lines that read `reads` and write `writes` (a state write of `bytes`): held back in
+   * the open region, after the compute sets and held-back lines they depend on (so that later
+   * vertex work independent of them may still join those compute sets), or emitted now.
+   */
+  emitAfterComputeSet(lines: readonly string[], reads: readonly Allocation[], writes: readonly Allocation[], bytes: number): void {
+    const region = this.region;
+    if (!region || this.unexecuted !== undefined || region.deferredBytes + bytes > MERGE_DEFERRED_BYTES) {
+      for (const l of lines) this.emit(l);
+      return;
+    }
+    const r = new Set(reads);
+    const w = new Set(writes);
+    let at = 0;
+    region.levels.forEach((l, j) => {
+      if (meets(r, l.writes) || meets(w, l.reads) || meets(w, l.writes) || meets(r, l.deferredWrites) || meets(w, l.deferredReads) || meets(w, l.deferredWrites)) at = j;
+    });
+    const level = region.levels[at]!;
+    for (const l of lines) level.deferred.push(l);
+    for (const b of reads) level.deferredReads.add(b);
+    for (const b of writes) level.deferredWrites.add(b);
+    region.deferredBytes += bytes;
+    for (const b of [...reads, ...writes]) level.touched.add(b);
+    region.insertAt = this.lines.length;
+  }
+
+  /**
+   * Emits the open region: each compute set's Execute, then the lines held back behind it, after
+   * the code of its last member (the code since then makes no program steps). In the memory plan
+   * each compute set is a tick of its own after its members' ticks, as in the program: every buffer
+   * it and the lines behind it touch is live then, and the outputs it makes from then on.
+   */
+  closeComputeSet(): void {
+    const region = this.region;
+    if (!region) return;
+    this.region = undefined;
+    const before = this.now;
+    for (const l of region.levels) {
+      this.now++;
+      this.opAt.push(l.op);
+      for (const b of l.touched) {
+        const r = this.touches.get(b);
+        if (r) r[1] = Math.max(r[1], this.now);
+        else this.touches.set(b, [this.now, this.now]);
+      }
+      for (const b of l.made) this.touches.get(b)![0] = this.now;
+    }
+    // the op being lowered goes on after the region (its program step follows it), on a tick of its
+    // own: what it made before that step is made then
+    this.now++;
+    this.opAt.push(this.currentOp);
+    for (const b of this.tickTouched) {
+      const r = this.touches.get(b)!;
+      if (r[0] === before) [r[0], r[1]] = [this.now, Math.max(r[1], this.now)];
+    }
+    const steps: string[] = [];
+    for (const l of region.levels) {
+      steps.push(`  prog.add(poplar::program::Execute(${l.name}));`);
+      for (const x of l.deferred) steps.push(`  ${x}`);
+    }
+    this.lines.splice(region.insertAt, 0, ...steps);
   }
 }
 

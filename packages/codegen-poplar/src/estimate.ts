@@ -16,7 +16,10 @@ import { DType, Graph, Module, Op, ProgramNode, Value, dtypeByteSize, isFloat, n
  *   tiles (a grain of one vector per worker) and, on a tile, over its workers, each worker
  *   handling `vectorWidth` elements per instruction; the six workers are barrel-scheduled, so a
  *   worker instruction takes `workers` clock cycles. Transcendentals cost
- *   `transcendentalFactor` instructions per vector. Plus one compute-set sync.
+ *   `transcendentalFactor` instructions per vector. Plus one compute-set sync, shared as the
+ *   generator shares the compute set (`mergeComputeSets`): in a run of such work between two
+ *   PopLibs steps, an op joins the compute set after the last one its operands come from, and only
+ *   an op that opens a compute set pays the sync.
  * - reductions: the element-wise cost of reading the input, the partial results of every tile
  *   exchanged, then reduced again: two compute sets.
  * - pools: element-wise work of (output elements × window).
@@ -70,6 +73,11 @@ export interface CostModel {
    * conservative link figure is the default.
    */
   readonly interIpuBytesPerSecond: number;
+  /**
+   * Independent generated-vertex work shares compute sets, and so syncs, as the generator's
+   * `mergeComputeSets` option (default on) makes it.
+   */
+  readonly mergeComputeSets: boolean;
 }
 
 export const GC200_COST_MODEL: CostModel = {
@@ -83,6 +91,7 @@ export const GC200_COST_MODEL: CostModel = {
   matmulComputeSets: 3,
   exchangeBytesPerSecond: 47.5e12,
   interIpuBytesPerSecond: 320e9,
+  mergeComputeSets: true,
 };
 
 export type EstimateOptions = Partial<CostModel>;
@@ -216,6 +225,14 @@ export function estimateOp(op: Op, opts?: EstimateOptions): OpEstimate {
       compute += elementwiseCycles(outElems, dtype, c);
       syncs++;
     }
+  } else if (kind === 'conv2d_weights_grad') {
+    // poplin::calculateWeightDeltas: [M, C/G, kH, kW] outputs, each a dot product over N × Ho × Wo
+    const [dy, x] = op.operands as [Value, Value];
+    const [, , oh, ow] = dy.type.shape as [number, number, number, number];
+    const n = dy.type.shape[0] ?? 1;
+    compute = ampCycles(2 * outElems * n * oh * ow, x.type.dtype, c);
+    exchange = exchangeCycles(bytesOf(dy) + bytesOf(x), c);
+    syncs = c.matmulComputeSets;
   } else if (REDUCTIONS.has(kind)) {
     const x = op.operands[0]!;
     const inElems = numElements(x.type.shape);
@@ -263,7 +280,11 @@ export function estimateOp(op: Op, opts?: EstimateOptions): OpEstimate {
  */
 export function estimateGraphCycles(g: Graph, opts?: EstimateOptions): GraphEstimate {
   const c = model(opts);
-  const byOp = g.ops.map((op) => estimateOp(op, c));
+  const shared = c.mergeComputeSets ? sharedComputeSets(g) : new Set<Op>();
+  const byOp = g.ops.map((op) => {
+    const e = estimateOp(op, c);
+    return shared.has(op) ? { ...e, cycles: e.cycles - c.syncCycles, sync: e.sync - c.syncCycles } : e;
+  });
   const kinds = new Map<string, { kind: string; ops: number; cycles: number }>();
   const byIpu = new Map<number, number>();
   let cycles = 0;
@@ -277,6 +298,49 @@ export function estimateGraphCycles(g: Graph, opts?: EstimateOptions): GraphEsti
   }
   const byKind = [...kinds.values()].sort((a, b) => b.cycles - a.cycles);
   return { cycles, byOp, byKind, byIpu, seconds: cycles / c.clockHz };
+}
+
+/** Ops run by a generated vertex in a compute set of their own kind (element-wise, random, pools, argmax, integer products). */
+function isVertexWork(op: Op): boolean {
+  if (POOLS.has(op.kind) || op.kind === 'argmax') return true;
+  if (op.kind === 'matmul') return !isFloat(op.result.type.dtype);
+  if (FREE.has(op.kind) || REARRANGING_VIEWS.has(op.kind) || COPIES.has(op.kind) || REDUCTIONS.has(op.kind) || op.kind === 'conv2d' || op.results.length === 0) return false;
+  return !op.kind.startsWith('conv');
+}
+
+/**
+ * The ops of a graph that join a compute set another op opened (and so pay no sync of their own),
+ * as the generator merges them: between two PopLibs steps, each piece of vertex work runs in the
+ * first compute set after those of the work its operands come from (through views).
+ */
+function sharedComputeSets(g: Graph): Set<Op> {
+  const shared = new Set<Op>();
+  // the compute set (index in the open run) that made each value, through views
+  const level = new Map<Value, number>();
+  let levels = 0;
+  for (const op of g.ops) {
+    if (isVertexWork(op)) {
+      let at = 0;
+      for (const v of op.operands) {
+        const l = level.get(v);
+        if (l !== undefined) at = Math.max(at, l + 1);
+      }
+      if (at < levels) shared.add(op);
+      else levels = at + 1;
+      for (const r of op.results) level.set(r, at);
+    } else if (op.kind === 'assign') {
+      // a state write waits for the compute set of its value; later work may share compute sets before it
+    } else if ((FREE.has(op.kind) && op.kind !== 'ipu_print_tensor') || REARRANGING_VIEWS.has(op.kind)) {
+      // views keep their operand's compute set
+      const l = Math.max(-1, ...op.operands.map((v) => level.get(v) ?? -1));
+      if (l >= 0) for (const r of op.results) level.set(r, l);
+    } else {
+      // a PopLibs step: the next vertex work opens a new compute set
+      level.clear();
+      levels = 0;
+    }
+  }
+  return shared;
 }
 
 /** How many times one run of `program` executes each graph. */

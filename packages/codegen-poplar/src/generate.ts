@@ -185,27 +185,34 @@ function* generateGraph(mc: ModuleContext, g: Graph, fn: string): Pausable<{ cod
   const order = scheduleGraph(g);
   if (!order) throw new DiagnosticError(error(`graph '${g.name}' has a cycle`));
   const fusion = new Fusion(e);
-  /** Copies the value of an assign into its state (through a copy when it is a view of state). */
-  const writeState = (a: Op, stage: (src: string) => void = (src) => emitWrite(a, src)) => {
+  /**
+   * Copies the value of an assign into its state (through a copy when it is a view of state). The
+   * copies follow the open compute set (see GraphEmitter.emitAfterComputeSet), so that the
+   * independent updates of several states can share one.
+   */
+  const writeState = (a: Op, stage: (src: string, from: readonly Allocation[]) => void = (src, from) => emitWrite(a, src, from)) => {
     const v: Value = a.operands[0]!;
     if (numElements(v.type.shape) === 0) return;
     const r = e.ref(v);
     let src = e.tensor(v, r.ipu);
+    let from = r.buffers ?? [];
     if (r.roots.size > 0) {
       // a view of state: copy first, so that no assignment reads state already overwritten
       e.current = a;
       const tmp = e.newTensor(v.type.dtype, v.type.shape, r.ipu, `assign ${a.attrs['name'] as string}`);
-      e.emit(`prog.add(poplar::program::Copy(${src}, ${tmp}));`);
+      const b = e.bufferNamed(tmp)!;
+      e.emitAfterComputeSet([`prog.add(poplar::program::Copy(${src}, ${tmp}));`], from, [b], 0);
       src = tmp;
+      from = [b];
     }
-    stage(src);
+    stage(src, from);
   };
-  const emitWrite = (a: Op, src: string) => {
+  const emitWrite = (a: Op, src: string, from: readonly Allocation[]) => {
     const s = mc.stateIndex(a.attrs['name'] as string);
     const target = mc.stateBuffers.get(s.name);
     if (target) e.touch([target]); // off-chip and transient state is live from its writes on
-    e.comment(`assign ${s.name}`);
-    e.emit(`prog.add(poplar::program::Copy(${src}, d.state[${s.index}]));`);
+    const bytes = numElements(s.shape) * deviceType(s.dtype).bytes;
+    e.emitAfterComputeSet([`// ${cppComment(`assign ${s.name}`)}`, `prog.add(poplar::program::Copy(${src}, d.state[${s.index}]));`], from, target ? [target] : [], bytes);
   };
   const writes = new StateWrites(g, e, (a) => {
     e.current = a;
@@ -246,6 +253,7 @@ function* generateGraph(mc: ModuleContext, g: Graph, fn: string): Pausable<{ cod
   }
   fusion.closeAll();
   writes.flush();
+  e.closeComputeSet();
   e.current = undefined;
 
   // graph outputs stream out, then the remaining assignments write state (reads above saw the old values)
@@ -257,9 +265,10 @@ function* generateGraph(mc: ModuleContext, g: Graph, fn: string): Pausable<{ cod
     e.emit(`prog.add(poplar::program::Copy(${e.tensor(o.value, r.ipu)}, d.outFifo[${info.index}]));`);
   }
   e.current = undefined; // the epilogue: outputs and state writes
-  const late: { a: Op; src: string }[] = [];
-  for (const a of e.assigns) if (!writes.done.has(a)) writeState(a, (src) => late.push({ a, src }));
-  for (const w of late) emitWrite(w.a, w.src);
+  const late: { a: Op; src: string; from: readonly Allocation[] }[] = [];
+  for (const a of e.assigns) if (!writes.done.has(a)) writeState(a, (src, from) => late.push({ a, src, from }));
+  for (const w of late) emitWrite(w.a, w.src, w.from);
+  e.closeComputeSet();
   const code = [
     `// graph ${cppComment(g.name)}`,
     `poplar::program::Sequence ${fn}(Device &d) {`,

@@ -317,7 +317,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     e.emit(`poplar::Tensor ${local} = ${o.tensor}.flatten();`);
     return local;
   });
-  const cs = e.computeSet(spec.label);
+  const cs = e.computeSet(spec.label, spec.outputs.map((o) => e.bufferNamed(o.tensor)));
   const conn = [
     ...connections.map((c, i) => `{"${c.field}", ${c.scalar ? flat[i]! : `${flat[i]!}.slice(b, e)`}}`),
     ...outFlat.map((f, m) => `{"out${m}", ${f}.slice(b, e)}`),
@@ -330,7 +330,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     if (o.mapHere) e.emit(`  ${g}.setTileMapping(${outFlat[m]!}.slice(b, e), tile);`);
   });
   e.emit('});');
-  e.emit(`prog.add(poplar::program::Execute(${cs}));`);
+  e.execute(cs);
   // the vertices sit on the tiles of the first output; each holds a word of its own and, per
   // field, a pointer (scalar) or a pointer and a size (vector)
   const span = e.bufferNamed(spec.outputs[0]!.tensor)?.span;

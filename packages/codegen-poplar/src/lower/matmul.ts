@@ -130,14 +130,14 @@ function lowerIntMatmul(op: Op, e: GraphEmitter, A3: string, B3: string, m: numb
   e.emit(`poplar::Tensor ${fa} = ${A3}.flatten();`);
   e.emit(`poplar::Tensor ${fb} = ${B3}.flatten();`);
   e.emit(`poplar::Tensor ${fo} = ${t}.flatten();`);
-  const cs = e.computeSet('matmul_int');
+  const cs = e.computeSet('matmul_int', [e.bufferNamed(t)]);
   e.emit(`forEachRegion(${g}, ${fo}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {{"a", ${fa}}, {"b", ${fb}}, {"out", ${fo}.slice(b, e)}});`);
   e.emit(`  ${g}.setInitialValue(v["begin"], unsigned(b));`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
   e.emit(`  setCycles(${g}, v, e - b, ${2 * k});`);
   e.emit('});');
-  e.emit(`prog.add(poplar::program::Execute(${cs}));`);
+  e.execute(cs);
 }
 
 export const MATMUL_LOWERINGS: Record<string, Lowering> = { matmul: lowerMatmul };

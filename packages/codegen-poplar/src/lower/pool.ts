@@ -240,7 +240,7 @@ function emitPlanes(
   });
   const fo = e.local('f');
   e.emit(`poplar::Tensor ${fo} = ${t}.flatten();`);
-  const cs = e.computeSet(op.kind);
+  const cs = e.computeSet(op.kind, [e.bufferNamed(t)]);
   e.emit(`forEachRegion(${g}, ${fo}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
   e.emit(`  const std::size_t p0 = b / ${planeOut}, p1 = (e - 1) / ${planeOut} + 1;`);
   const conn = inputs.map((i, k) => `{"${i.field}", ${views[k]!}.slice(p0, p1).flatten()}`);
@@ -249,7 +249,7 @@ function emitPlanes(
   e.emit(`  ${g}.setTileMapping(v, tile);`);
   e.emit(`  setCycles(${g}, v, e - b, 16);`);
   e.emit('});');
-  e.emit(`prog.add(poplar::program::Execute(${cs}));`);
+  e.execute(cs);
 }
 
 function checkFloat(op: Op): void {

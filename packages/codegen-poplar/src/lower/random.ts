@@ -73,7 +73,7 @@ function emitRandom(op: Op, e: GraphEmitter, vertex: string, out: string, extra:
     e.emit(`poplar::Tensor ${l} = ${x.tensor}.flatten();`);
     return l;
   });
-  const cs = e.computeSet(op.kind);
+  const cs = e.computeSet(op.kind, [out, ...extra.map((x) => x.tensor)].map((t) => e.bufferNamed(t)));
   const conn = [
     `{"seed", ${seed}}`,
     `{"step", ${step}}`,
@@ -89,7 +89,7 @@ function emitRandom(op: Op, e: GraphEmitter, vertex: string, out: string, extra:
     if (x.mapHere) e.emit(`  ${g}.setTileMapping(${flat[i]!}.slice(b, e), tile);`);
   });
   e.emit('});');
-  e.emit(`prog.add(poplar::program::Execute(${cs}));`);
+  e.execute(cs);
 }
 
 const f32 = (v: number) => elementLiteral('float32', Math.fround(v));

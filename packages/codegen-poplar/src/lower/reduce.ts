@@ -187,13 +187,13 @@ function lowerArgmax(op: Op, e: GraphEmitter): void {
   const fo = e.local('f');
   e.emit(`poplar::Tensor ${rowsView} = ${e.operand(op, 0)}.dimShuffle({${perm.join(', ')}}).reshape({${rows}, ${len}});`);
   e.emit(`poplar::Tensor ${fo} = ${t}.flatten();`);
-  const cs = e.computeSet('argmax');
+  const cs = e.computeSet('argmax', [e.bufferNamed(t)]);
   e.emit(`forEachRegion(${g}, ${fo}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {{"in", ${rowsView}.slice(b, e).flatten()}, {"out", ${fo}.slice(b, e)}});`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
   e.emit(`  setCycles(${g}, v, e - b, ${2 * len});`);
   e.emit('});');
-  e.emit(`prog.add(poplar::program::Execute(${cs}));`);
+  e.execute(cs);
 }
 
 export const REDUCE_LOWERINGS: Record<string, Lowering> = {

@@ -38,29 +38,62 @@ std::vector<std::vector<unsigned>> replicaGroups(const CommGroup &group, unsigne
   return groups;
 }
 
-std::vector<double> reduceGroup(CollectiveOperator op, const Contributions &c, unsigned rank) {
+/// x as an element of `type` holds it: the IPU combines contributions in the
+/// tensor's own type, so every partial result is rounded (float, half) or
+/// wrapped (int, unsigned int) to it.
+double inType(const poplar::Type &type, double x) {
+  if (type == poplar::FLOAT) return static_cast<double>(static_cast<float>(x));
+  if (type == poplar::HALF) return static_cast<double>(poplar_host::halfBitsToFloat(poplar_host::doubleToHalfBits(x)));
+  return x;
+}
+
+/// The combination of one element of a group's contributions, in `type`, in
+/// replica order within the group.
+double combineElement(CollectiveOperator op, const poplar::Type &type, const Contributions &c, std::size_t e) {
+  const bool integral = type == poplar::INT || type == poplar::UNSIGNED_INT;
+  if (integral && (op == CollectiveOperator::ADD || op == CollectiveOperator::MEAN || op == CollectiveOperator::MUL ||
+                   op == CollectiveOperator::SQUARE_ADD)) {
+    // two's-complement arithmetic, wrapping as the IPU's 32-bit integers do
+    auto bits = [&](double v) { return static_cast<std::uint32_t>(static_cast<std::int64_t>(v)); };
+    std::uint32_t a = bits((*c[0])[e]);
+    if (op == CollectiveOperator::SQUARE_ADD) a *= a;
+    for (std::size_t m = 1; m < c.size(); ++m) {
+      const std::uint32_t v = bits((*c[m])[e]);
+      a = op == CollectiveOperator::MUL ? a * v : op == CollectiveOperator::SQUARE_ADD ? a + v * v : a + v;
+    }
+    if (type == poplar::INT) {
+      std::int64_t s = static_cast<std::int32_t>(a);
+      if (op == CollectiveOperator::MEAN) s /= static_cast<std::int64_t>(c.size()); // truncating, as C++'s int division
+      return static_cast<double>(s);
+    }
+    if (op == CollectiveOperator::MEAN) a /= static_cast<std::uint32_t>(c.size());
+    return static_cast<double>(a);
+  }
+  const double first = (*c[0])[e];
+  double a = op == CollectiveOperator::SQUARE_ADD ? inType(type, first * first) : first;
+  for (std::size_t m = 1; m < c.size(); ++m) {
+    const double v = (*c[m])[e];
+    switch (op) {
+    case CollectiveOperator::ADD:
+    case CollectiveOperator::MEAN: a = inType(type, a + v); break;
+    case CollectiveOperator::SQUARE_ADD: a = inType(type, a + inType(type, v * v)); break;
+    case CollectiveOperator::MUL: a = inType(type, a * v); break;
+    case CollectiveOperator::MIN: a = std::fmin(a, v); break;
+    case CollectiveOperator::MAX: a = std::fmax(a, v); break;
+    case CollectiveOperator::LOGICAL_AND: a = (a != 0 && v != 0) ? 1 : 0; break;
+    case CollectiveOperator::LOGICAL_OR: a = (a != 0 || v != 0) ? 1 : 0; break;
+    case CollectiveOperator::LOCAL: break;
+    }
+  }
+  // the sum in the tensor's type, then divided by the group's size (rounded once more)
+  if (op == CollectiveOperator::MEAN) a = inType(type, a / static_cast<double>(c.size()));
+  return a;
+}
+
+std::vector<double> reduceGroup(CollectiveOperator op, const poplar::Type &type, const Contributions &c, unsigned rank) {
   if (op == CollectiveOperator::LOCAL) return *c[rank];
   std::vector<double> r(c[0]->size());
-  for (std::size_t e = 0; e < r.size(); ++e) {
-    const double first = (*c[0])[e];
-    double a = op == CollectiveOperator::SQUARE_ADD ? first * first : first;
-    for (std::size_t m = 1; m < c.size(); ++m) {
-      const double v = (*c[m])[e];
-      switch (op) {
-      case CollectiveOperator::ADD:
-      case CollectiveOperator::MEAN: a += v; break;
-      case CollectiveOperator::SQUARE_ADD: a += v * v; break;
-      case CollectiveOperator::MUL: a *= v; break;
-      case CollectiveOperator::MIN: a = std::fmin(a, v); break;
-      case CollectiveOperator::MAX: a = std::fmax(a, v); break;
-      case CollectiveOperator::LOGICAL_AND: a = (a != 0 && v != 0) ? 1 : 0; break;
-      case CollectiveOperator::LOGICAL_OR: a = (a != 0 || v != 0) ? 1 : 0; break;
-      case CollectiveOperator::LOCAL: break;
-      }
-    }
-    if (op == CollectiveOperator::MEAN) a /= static_cast<double>(c.size());
-    r[e] = a;
-  }
+  for (std::size_t e = 0; e < r.size(); ++e) r[e] = combineElement(op, type, c, e);
   return r;
 }
 
@@ -93,7 +126,7 @@ void allReduceInPlaceCrossReplica(poplar::Graph &graph, const poplar::Tensor &da
   checkOperatorType(op, data);
   if (data.containsConstant()) throw poputil::poplibs_error("allReduceInPlaceCrossReplica: the data is a constant");
   addCollective(prog, data, data, replicaGroups(group, graph.getReplicationFactor()),
-                [op](const Contributions &c, unsigned rank) { return reduceGroup(op, c, rank); });
+                [op, type = data.elementType()](const Contributions &c, unsigned rank) { return reduceGroup(op, type, c, rank); });
 }
 
 void allReduceInPlaceCrossReplica(poplar::Graph &graph, const poplar::Tensor &data, CollectiveOperator op,
@@ -117,7 +150,7 @@ poplar::Tensor allReduceCrossReplica(poplar::Graph &graph, const poplar::Tensor 
   checkOperatorType(op, data);
   auto out = graph.clone(data, nameOf(debugContext, "allReduce"));
   addCollective(prog, data, out, replicaGroups(group, graph.getReplicationFactor()),
-                [op](const Contributions &c, unsigned rank) { return reduceGroup(op, c, rank); });
+                [op, type = data.elementType()](const Contributions &c, unsigned rank) { return reduceGroup(op, type, c, rank); });
   return out;
 }
 
@@ -187,8 +220,8 @@ poplar::Tensor reduceScatterCrossReplica(poplar::Graph &graph, const poplar::Ten
   }
   if (outParts.empty()) throw poputil::poplibs_error("reduceScatterCrossReplica: the data has no elements");
   addCollective(prog, poplar::concat(srcParts), poplar::concat(outParts), std::move(groups),
-                [op, sizes, chunks](const Contributions &c, unsigned rank) {
-                  const auto all = reduceGroup(op, c, rank);
+                [op, type = data.elementType(), sizes, chunks](const Contributions &c, unsigned rank) {
+                  const auto all = reduceGroup(op, type, c, rank);
                   std::vector<double> mine;
                   for (std::size_t p = 0, at = 0; p < sizes.size(); at += sizes[p], ++p)
                     for (std::size_t i = rank * chunks[p]; i < (rank + 1) * chunks[p]; ++i)

@@ -1,4 +1,6 @@
 import {
+  DType,
+  castScalar,
   DiagnosticError,
   Module,
   ProgramNode,
@@ -14,6 +16,22 @@ import {
   shardOfTensor,
 } from '@tilegraph/ir';
 import { runGraph } from './interpreter.js';
+
+/**
+ * The element-wise sum of a group's copies of a variable as the IPU's collectives compute it: in
+ * the variable's own type, in replica order within the group, every partial sum rounded (float32,
+ * float16) or wrapped (int32, uint32) to the type; a mean divides the sum by the group's size,
+ * rounded once more.
+ */
+export function groupSum(vals: readonly Tensor[], dtype: DType, mean: boolean): Float64Array {
+  const acc = Float64Array.from(vals[0]!.data);
+  for (let m = 1; m < vals.length; m++) {
+    const t = vals[m]!.data;
+    for (let i = 0; i < acc.length; i++) acc[i] = castScalar(dtype, acc[i]! + t[i]!);
+  }
+  if (mean) for (let i = 0; i < acc.length; i++) acc[i] = castScalar(dtype, acc[i]! / vals.length);
+  return acc;
+}
 
 export interface ModuleRunOptions {
   seed?: number;
@@ -153,10 +171,7 @@ export class ModuleInterpreter {
             const v = this.variable(name);
             for (const members of replicaGroups(v.group, R)) {
               const vals = members.map((r) => this.state[r]!.get(name)!);
-              const acc = new Float64Array(vals[0]!.size);
-              for (const t of vals) for (let i = 0; i < acc.length; i++) acc[i]! += t.data[i]!;
-              if (node.op === 'mean') for (let i = 0; i < acc.length; i++) acc[i]! /= members.length;
-              const out = Tensor.from(v.type.dtype, v.type.shape, acc);
+              const out = Tensor.from(v.type.dtype, v.type.shape, groupSum(vals, v.type.dtype, node.op === 'mean'));
               for (const r of members) this.state[r]!.set(name, out);
             }
           }
@@ -169,12 +184,7 @@ export class ModuleInterpreter {
           for (const { from, to } of node.pairs) {
             const v = this.variable(from);
             for (const members of replicaGroups(v.group, R)) {
-              const acc = new Float64Array(v.type.shape.reduce((n, d) => n * d, 1));
-              for (const r of members) {
-                const t = this.state[r]!.get(from)!;
-                for (let i = 0; i < acc.length; i++) acc[i]! += t.data[i]!;
-              }
-              if (node.op === 'mean') for (let i = 0; i < acc.length; i++) acc[i]! /= members.length;
+              const acc = groupSum(members.map((r) => this.state[r]!.get(from)!), v.type.dtype, node.op === 'mean');
               const whole = Tensor.from(v.type.dtype, v.type.shape, acc);
               members.forEach((r, rank) => this.state[r]!.set(to, shardOfTensor(whole, members.length, rank)));
             }
