@@ -91,13 +91,13 @@ describe('tilegraph cache', () => {
     expect(fs.readdirSync(dir)).toEqual(['notes.txt']);
   });
 
-  test('a cache folder others can write into is refused (exit 1, with what to do)', () => {
+  test('a cache folder others can write into is refused (exit 2: the named folder is wrong, with what to do)', () => {
     const dir = path.join(tmp, 'open');
     fs.mkdirSync(dir);
     fs.chmodSync(dir, 0o777);
     const r = run(['cache', 'ls', '--dir', dir]);
-    expect(r.code).toBe(1);
-    expect(r.err).toContain(`error: the executable cache ${dir} can be written by other users (mode 777)`);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain(`the executable cache ${dir} can be written by other users (mode 777)`);
     expect(r.err).toContain(`chmod 700 ${dir}`);
   });
 });
@@ -128,7 +128,7 @@ describe('an interrupted build', () => {
   }
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-  test.each(['SIGTERM', 'SIGKILL'] as const)('%s to tilegraph leaves no compiler running and no build folder', async (signal) => {
+  test.each(['SIGTERM', 'SIGKILL', 'SIGINT'] as const)('%s to tilegraph leaves no compiler running and no build folder', async (signal) => {
     const xdg = fs.mkdtempSync(path.join(tmp, `kill-${signal}-`));
     const cacheDir = path.join(xdg, 'tilegraph');
     const child = spawn(process.execPath, [CLI, 'compile', 'examples/mlp.tg', '-o', path.join(xdg, 'mlp.tgx')], {

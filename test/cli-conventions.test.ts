@@ -86,7 +86,8 @@ describe('--model, --arg and --dim on every command that opens a model', () => {
     expect(fs.readdirSync(at('cls-cpp'))).toEqual(expect.arrayContaining(['host.cpp', 'codelets.cpp']));
     ok(run('report', TWO, '--model', 'classifier', '--json'));
     const missing = run('run', TWO, '--model', 'nope');
-    expect(missing.code).toBe(1);
+    // the command line names a model the file does not have: a command-line error
+    expect(missing.code).toBe(2);
     expect(missing.err).toContain("no model is named 'nope' (models: small, classifier)");
   });
 

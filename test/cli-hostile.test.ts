@@ -44,13 +44,26 @@ describe('text IR locations', () => {
     expect(r.err).not.toContain('TOP-SECRET-VALUE');
   });
 
-  test('a loc() naming a file in the model folder is quoted with its line', () => {
+  test('a loc() naming a file in the model folder is printed but not read: only files the compilation opened are quoted', () => {
     const side = path.join(tmp, 'side.txt');
-    fs.writeFileSync(side, 'first\nVISIBLE-LINE\n');
+    fs.writeFileSync(side, 'first\nNOT-OPENED-LINE\n');
     const r = run(...backwards(side));
     expect(r.code).toBe(1);
     expect(r.err).toContain(`${side}:2:1: error: a value flows from stage 1`);
-    expect(r.err).toContain('VISIBLE-LINE');
+    expect(r.err).not.toContain('NOT-OPENED-LINE');
+  });
+
+  test('a loc() naming the .tgir file itself (which the compilation opened) is quoted with its line', () => {
+    const placeholder = path.join(tmp, 'placeholder');
+    const args = backwards(placeholder);
+    const self = args[1]!;
+    fs.writeFileSync(self, fs.readFileSync(self, 'utf8').replace(`loc(${JSON.stringify(placeholder)}:2:1)`, `loc(${JSON.stringify(self)}:2:1)`));
+    const r = run(...args);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain(`${self}:2:1: error: a value flows from stage 1`);
+    // line 2 of the text IR file is its first op
+    const line2 = fs.readFileSync(self, 'utf8').split('\n')[1]!;
+    expect(r.err).toContain(line2.trim().slice(0, 40));
   });
 });
 

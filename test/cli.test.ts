@@ -58,7 +58,7 @@ describe('tilegraph CLI', () => {
     expect(run('frobnicate').code).toBe(2);
     expect(run('ir').code).toBe(2);
     expect(run('ir', 'examples/mlp.tg', '--pipeline', 'sideways').code).toBe(2);
-    expect(run('ir', 'examples/mlp.tg', '--pipeline', 'training', '--print-ir-after', 'nosuchpass').code).toBe(1);
+    expect(run('ir', 'examples/mlp.tg', '--pipeline', 'training', '--print-ir-after', 'nosuchpass').code).toBe(2);
   });
 
   it('refuses missing and malformed model files with a diagnostic', () => {

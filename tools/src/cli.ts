@@ -13,6 +13,7 @@ import { registerImport } from './commands/import.js';
 import { registerCompile } from './commands/compile.js';
 import { registerReport } from './commands/report.js';
 import { registerCache } from './commands/cache.js';
+import { checkCacheSizeVariable } from './cachedir.js';
 
 /** Exit codes: 0 success, 1 the input has errors (diagnostics printed), 2 bad usage, 70 internal error. */
 export const EXIT_OK = 0;
@@ -68,6 +69,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   };
   try {
     checkLogLevelVariable();
+    checkCacheSizeVariable();
     await program.parseAsync(argv as string[], { from: 'user' });
     return EXIT_OK;
   } catch (e) {

@@ -1,43 +1,15 @@
-import * as fs from 'node:fs';
-import { STDLIB_DIR, isInside, realOrResolved } from '@tilegraph/frontend';
-import { Diagnostic, DiagnosticError, renderDiagnostic } from '@tilegraph/ir';
+import { Diagnostic, DiagnosticError, openedSource, renderDiagnostic } from '@tilegraph/ir';
 import { colourDiagnostic, colourFor } from './colour.js';
 import { noteReported } from './json.js';
 import { levelOf, logEnabled } from '@tilegraph/runtime';
 
 /**
- * Folders whose files a diagnostic may quote: the folders of the model files this command loaded
- * (and their import paths) and the standard library. A location in a text IR file can name any
- * path; only these are ever read to show its line.
+ * Source lines for diagnostics: only the texts the compilation itself opened (the model file, its
+ * imports, a text IR file, the options file; see noteOpenedSource). A location can name any path —
+ * a `.tgir` file's loc() — and showing it never reads a file the compilation did not open.
  */
-const quotable = new Set<string>([realOrResolved(STDLIB_DIR)]);
-
-/** Lets diagnostics quote files in `dir` (the folder of a loaded model, an import path). */
-export function allowQuoting(dir: string): void {
-  quotable.add(realOrResolved(dir));
-}
-
-function quotableFile(file: string): boolean {
-  const real = realOrResolved(file);
-  return [...quotable].some((dir) => isInside(real, dir));
-}
-
-/** Reads source files on demand so diagnostics can show the offending line (regular files in quotable folders only). */
 export function fileSources(): (file: string) => string | undefined {
-  const cache = new Map<string, string | undefined>();
-  return (file) => {
-    if (!cache.has(file)) {
-      let text: string | undefined;
-      try {
-        const st = fs.statSync(file);
-        if (quotableFile(file) && st.isFile() && !file.endsWith('.onnx') && st.size < 16 * 1024 * 1024) text = fs.readFileSync(file, 'utf8');
-      } catch {
-        text = undefined;
-      }
-      cache.set(file, text);
-    }
-    return cache.get(file);
-  };
+  return (file) => openedSource(file);
 }
 
 const MAX_REPORTED = 100;

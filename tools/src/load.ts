@@ -1,8 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DiagnosticError, Graph, error, parseGraph } from '@tilegraph/ir';
+import { DiagnosticError, Graph, error, noteOpenedSource, parseGraph } from '@tilegraph/ir';
 import { importOnnxFile, loadModelFile } from '@tilegraph/frontend';
-import { UsageError, allowQuoting, stderrReporter } from './diagnostics.js';
+import { UsageError, stderrReporter } from './diagnostics.js';
 import { checkInputFile } from './files.js';
 
 export interface LoadOptions {
@@ -27,9 +27,6 @@ const MAX_TEXT_IR_BYTES = 256 * 2 ** 20;
  */
 export function loadModel(file: string, opts: LoadOptions = {}): Graph {
   checkInputFile(file, 'model file');
-  // diagnostics may quote the model's own folder (and its import paths), nothing else
-  allowQuoting(path.dirname(path.resolve(file)));
-  for (const d of opts.importPaths ?? []) allowQuoting(d);
   const ext = path.extname(file).toLowerCase();
   // a flag that cannot apply to this kind of file says so, rather than being dropped
   const notFor = (flag: string, what: string, kind: string) => new UsageError(`${flag} ${what}; ${file} is ${kind}`);
@@ -47,6 +44,9 @@ export function loadModel(file: string, opts: LoadOptions = {}): Graph {
           ...(opts.importPaths ? { importPaths: opts.importPaths } : {}),
         });
       } catch (e) {
+        // --model naming no model of the file is a mistake on the command line (exit 2), not in the model
+        const noSuch = e instanceof DiagnosticError && opts.model !== undefined ? e.diagnostics.find((d) => d.message.includes(`no model is named`)) : undefined;
+        if (noSuch) throw new UsageError(`--model ${opts.model}: ${noSuch.message}`);
         // the elaborator's "choose one" is an API option; on the command line it is a flag
         if (e instanceof DiagnosticError && e.diagnostics.some((d) => d.message.includes('declares several models'))) {
           throw new DiagnosticError(e.diagnostics.map((d) => (d.message.includes('declares several models') ? { ...d, notes: [...(d.notes ?? []), 'choose one with --model NAME'] } : d)));
@@ -73,11 +73,13 @@ export function loadModel(file: string, opts: LoadOptions = {}): Graph {
       // text IR is parsed whole: a size far beyond any real module is a mistake, not a model
       const size = fs.statSync(file).size;
       if (size > MAX_TEXT_IR_BYTES) throw new DiagnosticError(error(`${file}: ${size} bytes is more than the ${MAX_TEXT_IR_BYTES / 2 ** 20} MiB a text IR file may have`, undefined, ['keep large weights out of the text IR: import the ONNX model, or load them with --weights']));
-      return parseGraph(fs.readFileSync(file, 'utf8'), file);
+      const text = fs.readFileSync(file, 'utf8');
+      // diagnostics may quote it (and only it: its loc()s name files this command never opens)
+      noteOpenedSource(file, text);
+      return parseGraph(text, file);
     }
     default:
-      throw new DiagnosticError(
-        error(`cannot tell the kind of model from the extension of ${file}`, undefined, ['use .tg (model language), .onnx (ONNX) or .tgir (text IR)']),
-      );
+      // the file named on the command line is not a model: a command-line error, like a missing file
+      throw new UsageError(`cannot tell the kind of model from the extension of ${file}: use .tg (model language), .onnx (ONNX) or .tgir (text IR)`);
   }
 }

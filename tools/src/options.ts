@@ -1,22 +1,31 @@
 import * as fs from 'node:fs';
 import { checkInputFile } from './files.js';
 import { Options } from '@tilegraph/frontend';
+import { noteOpenedSource } from '@tilegraph/ir';
 import { OptimizerType } from '@tilegraph/passes';
 import { UsageError } from './diagnostics.js';
 
 /** Loads --options FILE: JSON (Options.toJSON form) or PopTorch-style setters, one a line. */
 export function loadOptionsFile(file: string): Options {
   checkInputFile(file, 'options file');
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`${file}: cannot read the options file: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  // diagnostics may quote it: the command opened it
+  noteOpenedSource(file, text);
   if (file.endsWith('.json')) {
     let obj: unknown;
     try {
-      obj = JSON.parse(fs.readFileSync(file, 'utf8'));
+      obj = JSON.parse(text);
     } catch (e) {
       throw new UsageError(`${file}: not valid JSON: ${(e as Error).message}`);
     }
     return Options.fromJSON(obj as never);
   }
-  return new Options().loadFromFile(file);
+  return new Options().loadFromString(text, file);
 }
 
 /** Optimizers by their command-line names. */

@@ -1149,3 +1149,19 @@ describe('round trips (property)', () => {
     );
   });
 });
+
+describe('options files nested past the limit', () => {
+  // the parser recurses once per bracket: past the model language's MAX_NESTING (100) the line is refused
+  test.each([
+    ['parentheses', `deviceIterations(${'('.repeat(5000)}1${')'.repeat(5000)})`, 17 + 100],
+    ['brackets', `anchorTensor("a", ${'['.repeat(10_000)}${']'.repeat(10_000)})`, 18 + 100],
+    ['braces', `deviceIterations(${'{"k": '.repeat(200)}1${'}'.repeat(200)})`, 17 + 6 * 99 + 1],
+    ['calls', `setExecutionStrategy(${'PipelinedExecution('.repeat(10_000)}${')'.repeat(10_001)}`, 21 + 19 * 100],
+  ])('%s: an OptionsError at file:line:col, not a stack overflow', (_what, line, col) => {
+    expect(() => new Options().loadFromString(`\n${line}\n`, 'deep.opts')).toThrow(new OptionsError(`deep.opts:2:${col}: this nests more than 100 levels deep (brackets, parentheses, braces and calls count); write the value flatter`));
+  });
+
+  test('100 levels are fine', () => {
+    expect(new Options().loadFromString(`deviceIterations(${'('.repeat(99)}3${')'.repeat(99)})`).device_iterations).toBe(3);
+  });
+});

@@ -16,6 +16,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { editDistance } from '@tilegraph/ir';
+import { MAX_NESTING } from './dsl/parser.js';
 
 // ---------------------------------------------------------------------------------------------
 // Errors and argument checks
@@ -24,6 +25,8 @@ import { editDistance } from '@tilegraph/ir';
 export class OptionsError extends Error {
   /** The setter (or file position) the problem belongs to, when there is one. */
   readonly option: string | undefined;
+  /** The column of an options-file line the problem is at, when it has one (reported as file:line:col). */
+  col: number | undefined;
   constructor(message: string, option?: string) {
     super(option === undefined ? message : `${option}: ${message}`);
     this.name = 'OptionsError';
@@ -2241,7 +2244,7 @@ export class Options {
         runOptionsLine(trial, line);
       } catch (e) {
         if (!(e instanceof OptionsError)) throw e;
-        errors.push(`${fileName}:${i + 1}: ${e.message}`);
+        errors.push(`${fileName}:${i + 1}${e.col !== undefined ? `:${e.col}` : ''}: ${e.message}`);
       }
     });
     if (errors.length > 0) throw new OptionsError(errors.join('\n'));
@@ -2392,7 +2395,21 @@ type Expr =
 
 class LineParser {
   private i = 0;
+  /** Brackets, parentheses and braces open at the current token. */
+  private depth = 0;
   constructor(private readonly toks: Tok[]) {}
+
+  /**
+   * Opens one level at the bracket just read (token i-1). The parser and evalExpr recurse once per
+   * level: past MAX_NESTING (the model language's limit) the line is refused, not the stack overflowed.
+   */
+  private enter(): void {
+    if (++this.depth > MAX_NESTING) {
+      const e = new OptionsError(`this nests more than ${MAX_NESTING} levels deep (brackets, parentheses, braces and calls count); write the value flatter`);
+      e.col = this.toks[this.i - 1]!.col;
+      throw e;
+    }
+  }
 
   private peek(): Tok {
     return this.toks[this.i]!;
@@ -2436,6 +2453,7 @@ class LineParser {
   }
 
   private items(close: string): Expr[] {
+    this.enter();
     const out: Expr[] = [];
     while (!this.isP(close)) {
       const t = this.peek();
@@ -2448,6 +2466,7 @@ class LineParser {
       else if (!this.isP(close)) throw new OptionsError(`expected ',' or '${close}' ${this.where()}`);
     }
     this.i++;
+    this.depth--;
     return out;
   }
 
@@ -2472,6 +2491,7 @@ class LineParser {
     }
     if (t.k === 'p' && t.s === '{') {
       this.i++;
+      this.enter();
       const entries: [string, Expr][] = [];
       while (!this.isP('}')) {
         const key = this.peek();
@@ -2483,6 +2503,7 @@ class LineParser {
         else if (!this.isP('}')) throw new OptionsError(`expected ',' or '}' ${this.where()}`);
       }
       this.i++;
+      this.depth--;
       return { k: 'dict', entries };
     }
     if (t.k === 'id') return { k: 'chain', segs: this.chain() };

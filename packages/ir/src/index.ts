@@ -21,3 +21,4 @@ export * from './sharding.js';
 export * from './program-text.js';
 export * from './suggest.js';
 export * from './pausable.js';
+export * from './sources.js';

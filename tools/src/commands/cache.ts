@@ -1,7 +1,8 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { CacheEntry, PruneResult, cacheMaxBytes, clearCache, listCache, parseByteSize, pruneCache, resolveCacheDir } from '@tilegraph/runtime';
+import { CacheEntry, PruneResult, cacheMaxBytes, clearCache, listCache, parseByteSize, pruneCache } from '@tilegraph/runtime';
 import { positiveNumber } from '../flags.js';
 import { emitDocument } from '../json.js';
+import { checkCacheFolderUpFront } from '../cachedir.js';
 
 /**
  * `tilegraph cache ls | prune | clear`: the executable cache ($XDG_CACHE_HOME/tilegraph or
@@ -71,7 +72,7 @@ export function registerCache(program: Command): void {
     .option(...DIR_FLAG)
     .option(...JSON_FLAG)
     .action((o: { dir?: string; json?: boolean }) => {
-      const dir = resolveCacheDir(o.dir);
+      const dir = checkCacheFolderUpFront(o.dir);
       const entries = listCache(dir);
       const total = entries.reduce((n, e) => n + e.bytes, 0);
       const invalid = entries.filter((e) => !e.valid && e.kind !== 'partial').length;
@@ -96,7 +97,7 @@ export function registerCache(program: Command): void {
     .option('--older-than <days>', 'remove entries not used for this many days', positiveNumber)
     .option(...JSON_FLAG)
     .action((o: { dir?: string; maxSize?: number; olderThan?: number; json?: boolean }) => {
-      const dir = resolveCacheDir(o.dir);
+      const dir = checkCacheFolderUpFront(o.dir);
       const r = pruneCache(dir, { maxBytes: o.maxSize ?? cacheMaxBytes(), ...(o.olderThan !== undefined ? { olderThanDays: o.olderThan } : {}) });
       report('prune', r, dir, !!o.json);
     });
@@ -107,7 +108,7 @@ export function registerCache(program: Command): void {
     .option(...DIR_FLAG)
     .option(...JSON_FLAG)
     .action((o: { dir?: string; json?: boolean }) => {
-      const dir = resolveCacheDir(o.dir);
+      const dir = checkCacheFolderUpFront(o.dir);
       report('clear', clearCache(dir), dir, !!o.json);
     });
 }

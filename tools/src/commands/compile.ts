@@ -1,12 +1,14 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Command } from 'commander';
 import { generatePoplar } from '@tilegraph/codegen-poplar';
 import { formatTimings } from '@tilegraph/passes';
 import { compileAndExport, compileOptionsFrom, findToolchain, popcTargets } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
-import { checkEmitFolder, checkOutputFile, writeAtomic } from '../files.js';
+import { checkEmitFolder, checkOutputFile, makeOutputFolder, writeAtomic } from '../files.js';
 import { buildStep, registerStepFlags } from './step.js';
+import { checkCacheFolderUpFront } from '../cachedir.js';
+import { loadOptionsFile } from '../options.js';
+import { Options } from '@tilegraph/frontend';
 import { emitDocument } from '../json.js';
 import { EXPLAIN_CACHE_FLAG, cacheJson, cacheNote } from '../flags.js';
 
@@ -32,6 +34,8 @@ export function registerCompile(program: Command): void {
     const inputs = [model, ...(o['options'] ? [o['options'] as string] : [])];
     if (out) checkOutputFile(out, '-o', inputs);
     if (emit) checkEmitFolder(emit, !!o['force'], inputs);
+    // -o builds into the executable cache: a folder that cannot be used is said before the work
+    if (out) checkCacheFolderUpFront((o['options'] ? loadOptionsFile(o['options'] as string) : new Options()).executable_cache_dir);
     const json = !!o['json'];
     const say = (line: string) => {
       if (!json) process.stdout.write(line + '\n');
@@ -45,7 +49,7 @@ export function registerCompile(program: Command): void {
     if (timePasses) doc['timings'] = timings.map((t) => ({ pass: t.pass, ms: Math.round(t.ms * 1000) / 1000, ...(t.ops !== undefined ? { ops: t.ops } : {}) }));
     if (emit) {
       const sources = generatePoplar(module, copts);
-      fs.mkdirSync(emit, { recursive: true });
+      makeOutputFolder(emit, '--emit-cpp');
       for (const [name, text] of Object.entries(sources.files)) writeAtomic(path.join(emit, name), text);
       say(`Poplar C++ written to ${emit}: ${Object.keys(sources.files).join(', ')}`);
       // the device the options chose decides popc's targets (an SDK before 3.0 links -lgcl_ct)

@@ -23,13 +23,13 @@ export function registerIr(program: Command): void {
   registerPassFlags(cmd);
   cmd.option('--json', 'print one JSON document: the model, the IR text, the IR dumps after passes, the pass times and the warnings');
   cmd.action((model: string, o: Record<string, unknown>) => {
+    const { passes, timePasses } = passFlags(o);
     const options: Options = o['options'] ? loadOptionsFile(o['options'] as string) : new Options();
     const cli = (o['exclude'] as string[] | undefined) ?? [];
     // user excludes from the options file apply too; the library defaults only when none are given
     const fromOptions = options.source_location_excludes.filter((e) => !DEFAULT_SOURCE_LOCATION_EXCLUDES.includes(e));
     const excludes = [...fromOptions, ...cli];
     const g = loadModel(model, { excludes, ...modelFlagsOf(o) });
-    const { passes, timePasses } = passFlags(o);
     const debugInfo = passes.debugInfo || excludes.length > 0;
     const printOpts = { debugInfo, ...(excludes.length ? { locationExcludes: excludes } : {}) };
     const json = !!o['json'];

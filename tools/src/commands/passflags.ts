@@ -1,5 +1,6 @@
 import { Command } from 'commander';
-import { PassManagerOptions } from '@tilegraph/passes';
+import { PassManagerOptions, TRAINING_PASSES } from '@tilegraph/passes';
+import { UsageError } from '../diagnostics.js';
 
 /** The compile-pipeline flags shared by ir, train and compile: IR dumps, verification, timing. */
 export function registerPassFlags(cmd: Command): Command {
@@ -14,6 +15,10 @@ export function registerPassFlags(cmd: Command): Command {
 
 export function passFlags(o: Record<string, unknown>): { passes: PassManagerOptions; timePasses: boolean } {
   const after = (o['printIrAfter'] as string[] | undefined)?.flatMap((s) => s.split(',')).filter(Boolean);
+  // a pass the pipeline does not have is a mistake on the command line (exit 2), found before any work
+  const known = TRAINING_PASSES.map((p) => p.name);
+  const unknown = (after ?? []).filter((n) => !known.includes(n));
+  if (unknown.length) throw new UsageError(`--print-ir-after: no pass named ${unknown.map((n) => `'${n}'`).join(', ')} (passes: ${known.join(', ')})`);
   return {
     passes: {
       ...(after?.length ? { printIrAfter: after } : {}),

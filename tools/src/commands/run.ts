@@ -5,6 +5,7 @@ import { combine, findToolchain, inferenceModel, loadExecutable, loadWeights, ru
 import { Options } from '@tilegraph/frontend';
 import { UsageError, isDiagnosticError, stderrReporter } from '../diagnostics.js';
 import { checkInputFile, checkOutputFile } from '../files.js';
+import { checkCacheFolderUpFront } from '../cachedir.js';
 import { EXPLAIN_CACHE_FLAG, cacheJson, cacheNote, naturalInt, positiveInt } from '../flags.js';
 import { loadModel } from '../load.js';
 import { emitDocument } from '../json.js';
@@ -315,6 +316,8 @@ export function registerRun(program: Command): void {
         checkOutputDir(o.profile, '--profile');
       }
       if (o.weights) checkInputFile(o.weights, 'weights file');
+      // a compiled model is built (an executable unpacked) into the executable cache: checked before the work
+      if (executable || o.backend === 'ipu') checkCacheFolderUpFront();
       const r = executable ? runExecutable(model, o, args) : runModel(model, o, args);
       const written: string[] = [];
       if (o.output) {

@@ -37,6 +37,7 @@ export interface BuiltStep {
 
 /** Loads the model and builds the training or inference step the flags describe. */
 export function buildStep(model: string, o: Record<string, unknown>): BuiltStep {
+  const { passes, timePasses } = passFlags(o);
   const options: Options = o['options'] ? loadOptionsFile(o['options'] as string) : new Options();
   const pipeline = o['pipeline'];
   if (pipeline !== 'training' && pipeline !== 'inference') throw new UsageError(`--pipeline must be training or inference, got '${String(pipeline)}'`);
@@ -44,7 +45,6 @@ export function buildStep(model: string, o: Record<string, unknown>): BuiltStep 
   if (loss !== undefined && pipeline === 'inference') throw new UsageError('--loss adds a loss for training; the inference pipeline has no use for it (drop --loss, or use --pipeline training)');
   const loaded = loadModel(model, modelFlagsOf(o));
   const g = loss !== undefined ? withLoss(loaded, loss) : loaded;
-  const { passes, timePasses } = passFlags(o);
   const step = stepSettingsFrom(options);
   if (pipeline === 'training') {
     const t = withLossHint(() => buildTrainingModule(g, step, makeOptimizer(optimizerFromFlag(o['optimizer'] as string)), passes));

@@ -5,7 +5,7 @@ import { Options } from '@tilegraph/frontend';
 import { DiagnosticError, Graph, Tensor, drawsRandom, error, warning } from '@tilegraph/ir';
 import { formatTimings, makeOptimizer } from '@tilegraph/passes';
 import { DataLoader, Dataset, findToolchain, progressBar, loadWeights, referenceBackend, saveWeights, trainingModel, weightsFormatOf } from '@tilegraph/runtime';
-import { UsageError, stderrReporter } from '../diagnostics.js';
+import { UsageError, isDiagnosticError, stderrReporter } from '../diagnostics.js';
 import { checkInputFile, checkOutputFile } from '../files.js';
 import { loadModel } from '../load.js';
 import { modelFlagsOf, registerModelFlags } from '../modelflags.js';
@@ -16,6 +16,7 @@ import { checkWeightsFit } from './run.js';
 import { EXPLAIN_CACHE_FLAG, cacheJson, cacheNote, finiteNumber, naturalInt, positiveInt, positiveNumber } from '../flags.js';
 import { OPTIMIZER_FLAGS, loadOptionsFile, optimizerFromFlag } from '../options.js';
 import { passFlags, registerPassFlags } from './passflags.js';
+import { checkCacheFolderUpFront } from '../cachedir.js';
 import { InputSpec } from '../data/arrays.js';
 import { loadData } from '../data/dataset.js';
 import { TeacherDataset } from '../data/synthetic.js';
@@ -70,8 +71,8 @@ interface TrainFlags {
   profile?: string;
 }
 
-/** `--load`: weights from safetensors/JSON, a checkpoint folder, or an ONNX file's float initializers. */
-function loadInitialWeights(g: Graph, file: string): Record<string, Tensor> {
+/** Checks `--load` before any work: a weights file (a regular one, of a known format) or a checkpoint folder. */
+function checkLoadPath(file: string): void {
   let st: fs.Stats | undefined;
   try {
     st = fs.statSync(file);
@@ -81,11 +82,21 @@ function loadInitialWeights(g: Graph, file: string): Record<string, Tensor> {
   if (st?.isDirectory()) {
     const w = path.join(file, 'weights.safetensors');
     if (!fs.existsSync(w)) throw new UsageError(`--load ${file} is a folder without weights.safetensors (give a weights file or a checkpoint folder)`);
-    return checkWeightsFit(g, w, loadWeights(w));
+    checkInputFile(w, 'weights file (--load)');
+    return;
   }
   checkInputFile(file, 'weights file');
+  if (!file.toLowerCase().endsWith('.onnx') && !weightsFormatOf(file)) throw new UsageError(`--load ${file}: give a .safetensors, .json or .onnx file, or a checkpoint folder`);
+}
+
+/** `--load`: weights from safetensors/JSON, a checkpoint folder, or an ONNX file's float initializers. */
+function loadInitialWeights(g: Graph, file: string): Record<string, Tensor> {
+  checkLoadPath(file);
+  if (fs.statSync(file).isDirectory()) {
+    const w = path.join(file, 'weights.safetensors');
+    return checkWeightsFit(g, w, loadWeights(w));
+  }
   if (file.toLowerCase().endsWith('.onnx')) return checkWeightsFit(g, file, onnxInitializers(file));
-  if (!weightsFormatOf(file)) throw new UsageError(`--load ${file}: give a .safetensors, .json or .onnx file, or a checkpoint folder`);
   return checkWeightsFit(g, file, loadWeights(file));
 }
 
@@ -170,7 +181,17 @@ export function registerTrain(program: Command): void {
       if (String(o.backend).toLowerCase() === 'reference') throw new UsageError('--profile measures the compiled step; the reference interpreter (--backend reference) measures nothing');
     }
     const resumeDir = o.resume ? findCheckpoint(o.resume) : undefined;
+    if (o.load) checkLoadPath(o.load);
     const optType = optimizerFromFlag(o.optimizer);
+    // flag values the optimizer refuses (--lr -1) are command-line errors, said before any work
+    let opt: ReturnType<typeof makeOptimizer>;
+    try {
+      opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
+    } catch (e) {
+      if (isDiagnosticError(e)) throw new UsageError(`--lr ${o.lr}: ${e.diagnostics.map((d) => d.message).join('; ')}`);
+      throw e;
+    }
+    const { passes, timePasses } = passFlags(o);
     const options = o.options ? loadOptionsFile(o.options) : new Options();
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);
     if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);
@@ -178,10 +199,10 @@ export function registerTrain(program: Command): void {
     if (o.timeout !== undefined) options.executableTimeout(o.timeout);
     if (!o.progress) options.showCompilationProgressBar(false);
     if (o.profile !== undefined) options.enableProfiling(o.profile);
+    // the compiled step is built into the executable cache: a folder that cannot be used is said now
+    if (String(o.backend).toLowerCase() === 'ipu') checkCacheFolderUpFront(options.executable_cache_dir);
     const loaded = loadModel(model, modelFlagsOf(o));
     const g = o.loss ? withLoss(loaded, o.loss) : loaded;
-    const opt = makeOptimizer(optType, o.lr !== undefined ? { lr: o.lr } : optType === 'SGD' ? { lr: 0.05 } : {});
-    const { passes, timePasses } = passFlags(o);
     const backendName = (o.backend as string).toLowerCase();
     if (backendName !== 'ipu' && backendName !== 'reference') throw new UsageError(`--backend must be ipu or reference, got '${o.backend}'`);
     const backend = backendName === 'reference' ? referenceBackend : undefined;

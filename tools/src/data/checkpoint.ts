@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { DiagnosticError, Tensor, error } from '@tilegraph/ir';
 import { loadWeights, saveWeights } from '@tilegraph/runtime';
 import { UsageError } from '../diagnostics.js';
-import { writeAtomic } from '../files.js';
+import { checkInputFile, writeAtomic } from '../files.js';
 
 /**
  * Training checkpoints: a folder per checkpoint (`step-00000010`) holding the weights
@@ -71,8 +71,21 @@ export function writeCheckpoint(dir: string, state: CheckpointState, weights: Re
   return final;
 }
 
-/** The checkpoint folder `p` names: a checkpoint itself, or the newest in a --checkpoint-dir. */
+/** The files of a checkpoint folder, all read when it is resumed. */
+export const CHECKPOINT_FILES = ['state.json', 'weights.safetensors', 'optimizer.safetensors'] as const;
+
+/**
+ * The checkpoint folder `p` names: a checkpoint itself, or the newest in a --checkpoint-dir. Its
+ * files are checked before any work: each must be a regular file (a FIFO would hang the read), or
+ * the command line is wrong (exit 2).
+ */
 export function findCheckpoint(p: string): string {
+  const dir = findCheckpointFolder(p);
+  for (const f of CHECKPOINT_FILES) checkInputFile(path.join(dir, f), `checkpoint's ${f} (--resume)`);
+  return dir;
+}
+
+function findCheckpointFolder(p: string): string {
   let st: fs.Stats;
   try {
     st = fs.statSync(p);

@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { DiagnosticError, Tensor, error, formatShape, formatType, isFloat, numElements } from '@tilegraph/ir';
 import type { Dataset, Sample } from '@tilegraph/runtime';
 import { UsageError } from '../diagnostics.js';
+import { checkInputFile } from '../files.js';
 import { InputSpec, LoadedArray, convertArray, listInputs, readArrays } from './arrays.js';
 import { parseNpy } from './npy.js';
 
@@ -66,6 +67,8 @@ function readFolder(dir: string): Map<string, LoadedArray> {
   const out = new Map<string, LoadedArray>();
   for (const f of files) {
     const file = path.join(dir, f);
+    // each member is an input file of its own: a FIFO, a folder or a link into /proc is refused, not read
+    checkInputFile(file, 'data file');
     let bytes: Buffer;
     try {
       bytes = fs.readFileSync(file);
@@ -168,6 +171,7 @@ export async function loadData(file: string, flag: string, inputs: readonly Inpu
   }
   if (st.isDirectory()) return fromColumns(file, readFolder(file), inputs);
   if (!st.isFile()) throw new UsageError(`${file} is not a regular file (a FIFO, device or socket); give ${flag} as a file or folder`);
+  checkInputFile(file, `data of ${flag}`);
   const ext = path.extname(file).toLowerCase();
   if (MODULE_EXTENSIONS.includes(ext)) return readModule(file, inputs);
   if (ext !== '.npz' && ext !== '.npy' && ext !== '.json') throw new UsageError(`${flag} ${file}: give an .npz file, a folder of .npy files, or a .js dataset module`);

@@ -39,7 +39,8 @@ const mutation = (size: number): fc.Arbitrary<Mutation> => {
     fc.record({ op: fc.constant('truncate' as const), at }),
     fc.record({ op: fc.constant('insert' as const), at, text: fc.constantFrom(...FRAGMENTS) }),
     fc.record({ op: fc.constant('number' as const), nth: fc.nat({ max: 40 }), value: fc.constantFrom(...NUMBERS) }),
-    fc.record({ op: fc.constant('repeat' as const), at, text: fc.constantFrom('(', '[', '-', 'if true { ', 'scope "s" { ', 'x + ', '{"a":'), times: fc.constantFrom(300, 1000, 5000, 20000) }),
+    // openers of every format: unclosed ones nest as deep as closed ones ('PipelinedExecution(' nests calls in an options file)
+    fc.record({ op: fc.constant('repeat' as const), at, text: fc.constantFrom('(', '[', '-', 'if true { ', 'scope "s" { ', 'x + ', '{"a":', 'PipelinedExecution(', '{"k": '), times: fc.constantFrom(300, 1000, 5000, 20000) }),
   );
 };
 

@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import { UsageError } from '../diagnostics.js';
+import { checkInputFile } from '../files.js';
 
 /**
  * The results file `npm run bench` writes (bench/results.json) and `tilegraph report --bench`
@@ -293,6 +294,7 @@ export function readBenchResults(file: string): BenchResults {
   if (st.isDirectory()) throw new UsageError(`${file} is a folder, not benchmark results (give the results.json in it)`);
   // a FIFO or a device would block or never end
   if (!st.isFile()) throw new UsageError(`${file} is not a regular file (a FIFO, device or socket); give the benchmark results as a file`);
+  checkInputFile(file, 'benchmark results');
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');

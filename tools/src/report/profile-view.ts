@@ -1,5 +1,8 @@
 import { EngineProfile, LatencyStats, ProfileFolder, computeLatency, hostIpuLatency, ipuHostLatency, latency, perfCounterLists, readProfileFolder } from '@tilegraph/runtime';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { UsageError } from '../diagnostics.js';
+import { checkInputFile } from '../files.js';
 
 /**
  * The Profile tab of the HTML report (`tilegraph report MODEL --profile DIR --html FILE`): what a
@@ -296,8 +299,34 @@ export function profileTabHtml(p: ProfileSection): string {
  * `report --profile DIR`: the profile folder read and checked now (before the build; a missing
  * or malformed file is a diagnostic naming it), the section made once the report's model is known.
  */
+/**
+ * The profile files --profile may read (compile.json and profile.json in the folder or a model
+ * folder in it) checked before any is opened: a FIFO or a link into /proc is a wrong path (exit 2).
+ */
+function checkProfileFiles(dir: string): void {
+  let subs: string[];
+  try {
+    subs = fs.statSync(dir).isDirectory() ? fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name)) : [];
+  } catch {
+    return; // no such folder: said by the reader
+  }
+  for (const d of [dir, ...subs]) {
+    for (const f of ['compile.json', 'profile.json']) {
+      const p = path.join(d, f);
+      let present = true;
+      try {
+        fs.lstatSync(p);
+      } catch {
+        present = false;
+      }
+      if (present) checkInputFile(p, 'profile file (--profile)');
+    }
+  }
+}
+
 export function profileFlagSection(dir: string, htmlFile: string | undefined, pipeline: string): (reportModel: string) => ProfileSection {
   if (htmlFile === undefined) throw new UsageError('--profile adds a Profile tab to the HTML report; give --html FILE as well');
+  checkProfileFiles(dir);
   const folder = readProfileFolder(dir, pipeline);
   return (reportModel) => profileSection(folder, reportModel);
 }

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Diagnostic, Graph, SourceLookup, error } from '@tilegraph/ir';
+import { Diagnostic, Graph, SourceLookup, error, noteOpenedSource } from '@tilegraph/ir';
 import type { ModelFile } from './ast.js';
 import { DslError } from './errors.js';
 import { ElaborateOptions, Elaborator } from './elaborate.js';
@@ -47,6 +47,24 @@ export function isInside(file: string, dir: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
 }
 
+/** Trees of the file system whose files are the kernel's, not the user's: never read as inputs. */
+export const SPECIAL_TREES: readonly string[] = ['/proc', '/sys', '/dev'];
+
+/**
+ * The special tree (/proc, /sys, /dev) that `p`'s real path (links followed) lies in, if any: their
+ * "regular" files (/proc/self/environ, ...) are the process's state, not input a user wrote.
+ */
+export function specialTreeOf(p: string): string | undefined {
+  if (process.platform === 'win32') return undefined;
+  const real = realOrResolved(path.resolve(p));
+  return SPECIAL_TREES.find((t) => isInside(real, t));
+}
+
+/** What kind of non-regular file `st` is, for messages. */
+export function fileKind(st: fs.Stats): string {
+  return st.isDirectory() ? 'a folder' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device';
+}
+
 /** A compiled model: its graph and the source texts its locations refer to. */
 export interface ModelCompilation {
   readonly graph: Graph;
@@ -67,6 +85,18 @@ type ReadResult = { readonly text: string } | { readonly problem: string; readon
  * blocking and checked through its descriptor, so a FIFO or a device never stalls or floods the read.
  */
 export function readModelText(p: string): ReadResult {
+  // a file under /proc, /sys or /dev is not opened at all (opening a device can act on it)
+  const special = specialTreeOf(p);
+  if (special !== undefined) {
+    let st: fs.Stats | undefined;
+    try {
+      st = fs.statSync(p);
+    } catch {
+      st = undefined;
+    }
+    if (st && !st.isFile()) return { problem: `it is not a regular file (${fileKind(st)}); only regular files are read` };
+    return { problem: `its real path ${realOrResolved(path.resolve(p))} is under ${special}, the system's state rather than a file; only files the user wrote are read` };
+  }
   let fd: number;
   try {
     fd = fs.openSync(p, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0));
@@ -129,6 +159,8 @@ class SourceSet {
 
   load(text: string, display: string, real: string, stack: string[]): SourceModule | undefined {
     this.texts.set(display, text);
+    // diagnostics may quote this file: the compilation opened it
+    noteOpenedSource(display, text);
     const r = syntaxDiagnostics(text, display);
     this.diagnostics.push(...r.diagnostics);
     if (!r.ast) {
@@ -143,7 +175,8 @@ class SourceSet {
       const at = { frames: [{ file: display, line: item.pos.line, col: item.pos.col }] };
       const std = item.path.startsWith(STDLIB_PREFIX);
       const childReal = std ? path.join(this.stdlibDir, item.path.slice(STDLIB_PREFIX.length)) : path.resolve(path.dirname(real), item.path);
-      const childDisplay = std ? item.path : path.posix.normalize(path.posix.join(path.posix.dirname(display), item.path));
+      // an absolute import is shown as itself, not glued onto the importing file's folder
+      const childDisplay = std ? item.path : path.isAbsolute(item.path) ? childReal : path.posix.normalize(path.posix.join(path.posix.dirname(display), item.path));
       if (stack.length >= MAX_IMPORT_DEPTH) {
         this.diagnostics.push({ ...error(`imports are nested more than ${MAX_IMPORT_DEPTH} deep here`, at, [`import chain: ${importChain([...stack, real])}`]), span: item.pos.length });
         continue;
