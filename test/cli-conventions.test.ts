@@ -216,7 +216,7 @@ function seededCache(name: string): string {
   fs.mkdirSync(path.join(cache, 'tilegraph'), { recursive: true, mode: 0o700 });
   const shared = path.join(process.env['XDG_CACHE_HOME'] ?? path.join(os.homedir(), '.cache'), 'tilegraph');
   for (const e of fs.existsSync(shared) ? fs.readdirSync(shared) : []) {
-    if (e.startsWith('poplar-host-')) fs.cpSync(path.join(shared, e), path.join(cache, 'tilegraph', e), { recursive: true, preserveTimestamps: true });
+    if (e.startsWith('poplar-host-') || e.startsWith('tilegraph-host-')) fs.cpSync(path.join(shared, e), path.join(cache, 'tilegraph', e), { recursive: true, preserveTimestamps: true });
   }
   return cache;
 }

@@ -51,7 +51,7 @@ describe('output paths', () => {
     expect(r.err).toMatch(/holds other files \(notes\.txt\).*--force/);
     expect(fs.readdirSync(dir)).toEqual(['notes.txt']);
     expect(run('compile', model, '--emit-cpp', dir, '--force').code).toBe(0);
-    expect(fs.readdirSync(dir).sort()).toEqual(['codelets.cpp', 'host.cpp', 'notes.txt', 'plan.json']);
+    expect(fs.readdirSync(dir).sort()).toEqual(['codelets.cpp', 'host.cpp', 'notes.txt', 'plan.json', 'tilegraph_host.cpp', 'tilegraph_host.hpp']);
     expect(fs.readFileSync(path.join(dir, 'notes.txt'), 'utf8')).toBe('keep me');
     // a folder tilegraph wrote can be written again
     const again = path.join(tmp, 'again');

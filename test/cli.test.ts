@@ -107,7 +107,7 @@ describe('tilegraph CLI', () => {
     const dir = path.join(tmp, 'cpp');
     const r = run('compile', 'examples/mlp.tg', '--emit-cpp', dir);
     expect(r.code).toBe(0);
-    expect(fs.readdirSync(dir).sort()).toEqual(['codelets.cpp', 'host.cpp', 'plan.json']);
+    expect(fs.readdirSync(dir).sort()).toEqual(['codelets.cpp', 'host.cpp', 'plan.json', 'tilegraph_host.cpp', 'tilegraph_host.hpp']);
     expect(fs.readFileSync(path.join(dir, 'host.cpp'), 'utf8')).toContain('poplin::matMul(');
     expect(fs.readFileSync(path.join(dir, 'codelets.cpp'), 'utf8')).toContain('public poplar::MultiVertex');
     expect(run('compile', 'examples/mlp.tg').code).toBe(2);

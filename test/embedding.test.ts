@@ -63,7 +63,7 @@ function freshCache(withLibrary = true): string {
   fs.mkdirSync(dir, { mode: 0o700 });
   const suite = resolveCacheDir();
   if (fs.existsSync(suite)) {
-    for (const e of fs.readdirSync(suite)) if (e.startsWith('poplar-host-')) fs.cpSync(path.join(suite, e), path.join(dir, e), { recursive: true });
+    for (const e of fs.readdirSync(suite)) if (e.startsWith('poplar-host-') || e.startsWith('tilegraph-host-')) fs.cpSync(path.join(suite, e), path.join(dir, e), { recursive: true });
   }
   return dir;
 }

@@ -210,7 +210,8 @@ export async function runApiCheck(cases: readonly CppCase[], dir: string, contro
     }
     const caseDir = path.join(dir, String(i).padStart(3, '0'));
     fs.mkdirSync(caseDir, { recursive: true });
-    for (const file of ['host.cpp', 'codelets.cpp']) {
+    // the host support library (the same for every case) is checked like a host program
+    for (const file of ['host.cpp', 'codelets.cpp', 'tilegraph_host.cpp']) {
       const text = files[file]!;
       const hash = createHash('sha256').update(text).digest('hex');
       let p = byHash.get(hash);
@@ -219,6 +220,8 @@ export async function runApiCheck(cases: readonly CppCase[], dir: string, contro
         fs.writeFileSync(p, text);
         byHash.set(hash, p);
       }
+      // host.cpp and tilegraph_host.cpp include the library's header from their own folder
+      if (file !== 'codelets.cpp') fs.writeFileSync(path.join(path.dirname(p), 'tilegraph_host.hpp'), files['tilegraph_host.hpp']!);
       owners.set(p, [...(owners.get(p) ?? []), c.name]);
     }
   });

@@ -75,7 +75,7 @@ export function checkInputFile(file: string, what: string): void {
 }
 
 /** Files `tilegraph compile --emit-cpp` writes: a folder holding only these may be written again. */
-export const EMITTED_FILES = ['codelets.cpp', 'host.cpp', 'plan.json'] as const;
+export const EMITTED_FILES = ['codelets.cpp', 'host.cpp', 'tilegraph_host.hpp', 'tilegraph_host.cpp', 'plan.json'] as const;
 
 /**
  * Checks the folder of --emit-cpp before any work starts: a new folder, an empty one, or one that
@@ -98,7 +98,7 @@ export function checkEmitFolder(dir: string, force: boolean, inputs: readonly st
   if (force) return;
   const others = fs.readdirSync(dir).filter((f) => !(EMITTED_FILES as readonly string[]).includes(f));
   if (others.length) {
-    throw new UsageError(`--emit-cpp ${dir} holds other files (${others.slice(0, 3).join(', ')}${others.length > 3 ? ', ...' : ''}); give an empty or new folder, or add --force to write codelets.cpp, host.cpp and plan.json there`);
+    throw new UsageError(`--emit-cpp ${dir} holds other files (${others.slice(0, 3).join(', ')}${others.length > 3 ? ', ...' : ''}); give an empty or new folder, or add --force to write tilegraph's files (${EMITTED_FILES.join(', ')}) there`);
   }
 }
 

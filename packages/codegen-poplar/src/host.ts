@@ -1,10 +1,12 @@
 import { cppFile } from './codelets.js';
 
 /**
- * Fixed parts of host.cpp, whose C++ lives in ../cpp/host_*.hpp: includes, helpers used by the
- * generated graph functions, and the stdin/stdout protocol the runtime speaks with the executable (see codegen-design: "The host
- * program protocol"). The Precision options that set the tiles' floating-point behaviour add a
- * few lines (HostNumerics); without them the text is fixed.
+ * Fixed parts of host.cpp. The C++ every host program needs (the device state, tensor helpers,
+ * attaching the device, and the stdin/stdout protocol the runtime speaks with the executable; see
+ * codegen-design: "The host program protocol") is the host support library,
+ * ../cpp/tilegraph_host.hpp and tilegraph_host.cpp: written beside each host.cpp, built once per
+ * toolchain and linked in. A generated program describes itself to it in main() (a
+ * tilegraph::Module) and hands over.
  */
 
 /** The Precision options the host program sets on the tiles (PopART does the same calls). */
@@ -15,67 +17,38 @@ export interface HostNumerics {
   readonly floatingPointExceptions: boolean;
 }
 
-const NO_NUMERICS: HostNumerics = { stochasticRounding: false, floatingPointExceptions: false };
-
 // the file's first line is its description, not part of the program
-export const HOST_INCLUDES = cppFile('host_includes.hpp').replace(/^\/\/.*\n/, '').trimEnd();
+export const HOST_INCLUDES = `${cppFile('host_includes.hpp').replace(/^\/\/.*\n/, '').trimEnd()}\n\n#include "tilegraph_host.hpp"`;
 
-export function hostIncludes(n: HostNumerics = NO_NUMERICS): string {
-  const extra: string[] = [];
-  if (n.floatingPointExceptions || n.stochasticRounding) extra.push('#include <poplar/CSRFunctions.hpp>');
-  if (n.stochasticRounding) extra.push('#include <poprand/RandomGen.hpp>', '#include <poprand/codelets.hpp>');
-  if (!extra.length) return HOST_INCLUDES;
-  return HOST_INCLUDES.replace('#include <poplar/DeviceManager.hpp>\n', `${extra.join('\n')}\n#include <poplar/DeviceManager.hpp>\n`);
+/** The host support library's sources, by file name. */
+export const HOST_SUPPORT_FILES = {
+  'tilegraph_host.hpp': cppFile('tilegraph_host.hpp'),
+  'tilegraph_host.cpp': cppFile('tilegraph_host.cpp'),
+} as const;
+
+/** main(): the module's description for the support library, which does the rest. */
+export function hostMain(n: HostNumerics): string {
+  return [
+    '// main(): the module described to the host support library, which attaches the device, builds',
+    '// the graph, loads the engine and serves the protocol.',
+    'int main(int argc, char **argv) {',
+    '  tilegraph::Module m;',
+    '  m.replicas = kReplicas;',
+    '  m.ipus = kIpus;',
+    '  m.deviceKind = kDeviceKind;',
+    '  m.deviceIpus = kDeviceIpus;',
+    '  m.ipuArch = kIpuArch;',
+    '  m.ipuId = kIpuId;',
+    '  m.syncConfiguration = kSyncConfiguration;',
+    '  m.stateBytes = kStateBytes;',
+    '  m.stateStorage = kStateStorage;',
+    '  m.inputBytes = kInputBytes;',
+    '  m.outputBytes = kOutputBytes;',
+    `  m.floatingPointExceptions = ${n.floatingPointExceptions};`,
+    `  m.stochasticRounding = ${n.stochasticRounding};`,
+    '  m.declare = declare;',
+    '  m.buildProgram = buildProgram;',
+    '  return tilegraph::hostMain(argc, argv, m);',
+    '}',
+  ].join('\n');
 }
-
-const HOST_HELPERS_TEMPLATE = cppFile('host_support.hpp') + cppFile('host_protocol.hpp').trimEnd();
-
-// serve() with a seed program: program 1 seeds the tiles' generators from the run seed before
-// the first run after the seed is written; later runs continue their sequences.
-const RESEED: Record<string, string> = {
-  '/*RESEED_STATE*/': '\n  bool reseed = true;  // run program 1 (seeding stochastic rounding) before the next run',
-  '/*RESEED_ON_WRITE*/': '\n      if (w[1] == "seed") reseed = true;',
-  '/*RESEED_ON_RUN*/': '\n      if (reseed) {\n        engine.run(1);\n        reseed = false;\n      }',
-};
-
-export function hostHelpers(n: HostNumerics = NO_NUMERICS): string {
-  let out = HOST_HELPERS_TEMPLATE;
-  for (const [mark, text] of Object.entries(RESEED)) out = out.replace(mark, n.stochasticRounding ? text : '');
-  return out;
-}
-
-export const HOST_HELPERS = hostHelpers();
-
-const HOST_MAIN_TEMPLATE = cppFile('host_main.hpp').trimEnd();
-
-/** main(): the plain program, or with the Precision options' calls in front (and a seed program), put where host_main.hpp marks NUMERICS. */
-export function hostMain(n: HostNumerics = NO_NUMERICS): string {
-  const codelets = n.stochasticRounding ? '\n    poprand::addCodelets(graph);' : '';
-  const lines: string[] = [];
-  if (!n.stochasticRounding && !n.floatingPointExceptions) {
-    lines.push('    poplar::program::Sequence program = buildProgram(d);', '    poplar::Engine engine(graph, {program});');
-  } else {
-    lines.push('    // the Precision options, set on every tile at the start of each run', '    poplar::program::Sequence program;');
-    if (n.floatingPointExceptions) {
-      lines.push('    poplar::setFloatingPointBehaviour(graph, program, poplar::FloatingPointBehaviour(true, true, true, false, true), "floating-point exceptions");');
-    }
-    if (n.stochasticRounding) lines.push('    poplar::setStochasticRounding(graph, program, true, "stochastic rounding");');
-    lines.push('    program.add(buildProgram(d));');
-    if (n.stochasticRounding) {
-      lines.push(
-        '    // program 1 seeds the generators stochastic rounding draws from with the run seed',
-        '    poplar::program::Sequence seedProgram;',
-        '    poprand::setSeed(graph, poplar::concat(d.seed.reshape({1}), d.step.reshape({1})), 0, seedProgram, "stochastic rounding seed");',
-        '    poplar::Engine engine(graph, {program, seedProgram});',
-      );
-    } else {
-      lines.push('    poplar::Engine engine(graph, {program});');
-    }
-  }
-  return HOST_MAIN_TEMPLATE.replace('/*NUMERICS_CODELETS*/', codelets).replace('/*NUMERICS_PROGRAM*/', lines.join('\n'));
-}
-
-export const HOST_MAIN = hostMain();
-
-/** The helper of pipeline stashes (emitted only for modules that stash). */
-export const RING_HELPER = cppFile('host_ring.hpp').trimEnd();

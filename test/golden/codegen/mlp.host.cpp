@@ -34,12 +34,15 @@
 #include <vector>
 #include <unistd.h>
 
+#include "tilegraph_host.hpp"
+
 namespace {
+
+using namespace tilegraph;
 
 constexpr unsigned kReplicas = 1;
 constexpr unsigned kIpus = 1;
 // the device: IPU hardware, the IPU Model, or an offline target (compile only); IPUs requested
-constexpr unsigned kHardware = 0, kIpuModel = 1, kOffline = 2;
 constexpr unsigned kDeviceKind = kHardware;
 constexpr unsigned kDeviceIpus = 1;
 constexpr const char *kIpuArch = "ipu2";
@@ -48,270 +51,9 @@ constexpr const char *kSyncConfiguration = "";
 // bytes per replica of each state handle; bytes per run (all replicas) of each stream
 const std::vector<std::size_t> kStateBytes = {512, 64, 192};
 // where each state lives between runs: its tensor (host handles), a remote buffer, or nowhere
-constexpr unsigned kOnChip = 0, kOffChip = 1, kTransient = 2;
 const std::vector<unsigned> kStateStorage = {kOnChip, kOnChip, kOnChip};
 const std::vector<std::size_t> kInputBytes = {256};
 const std::vector<std::size_t> kOutputBytes = {96, 32, 32};
-
-// The module's device state, streams and per-IPU virtual graphs.
-struct Device {
-  poplar::Graph &graph;
-  std::vector<poplar::Graph> ipu;
-  std::vector<poplar::Tensor> state;
-  std::vector<poplar::Tensor> inputs;
-  std::vector<poplar::DataStream> inFifo;
-  std::vector<poplar::DataStream> outFifo;
-  poplar::Tensor seed;
-  poplar::Tensor step;
-  // remote buffers of off-chip state, by state index
-  std::map<std::size_t, poplar::RemoteBuffer> remote;
-};
-
-// A tensor spread over the tiles of a (virtual) graph in runs of whole grains, from tile
-// offset on (the generator staggers small tensors so that they do not pile up on tile 0).
-poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::vector<std::size_t> &shape,
-                         unsigned grain, unsigned minElementsPerTile, unsigned offset, const std::string &name) {
-  poplar::Tensor t = g.addVariable(type, shape, name);
-  poputil::mapTensorLinearlyWithOffset(g, t, minElementsPerTile, grain, offset);
-  return t;
-}
-
-// poplin's parameters of a 2-D convolution: field, kernel, channels per group and groups, with
-// the padding, kernel dilation and output stride transforms.
-poplin::ConvParams convParams(const poplar::Type &type, std::size_t batch, std::vector<std::size_t> field,
-                              std::vector<std::size_t> kernel, std::size_t inChansPerGroup,
-                              std::size_t outChansPerGroup, std::size_t groups, std::vector<unsigned> padLower,
-                              std::vector<unsigned> padUpper, std::vector<unsigned> dilation,
-                              std::vector<unsigned> stride) {
-  poplin::ConvParams p(type, batch, field, kernel, inChansPerGroup, outChansPerGroup, groups);
-  p.inputTransform.paddingLower = padLower;
-  p.inputTransform.paddingUpper = padUpper;
-  p.kernelTransform.dilation = dilation;
-  p.outputTransform.stride = stride;
-  return p;
-}
-
-// x broadcast to shape (NumPy rules) as a view.
-poplar::Tensor broadcastTo(poplar::Tensor x, const std::vector<std::size_t> &shape) {
-  std::vector<std::size_t> s(shape.size() - x.rank(), 1);
-  for (std::size_t d : x.shape()) s.push_back(d);
-  x = x.reshape(s);
-  for (unsigned d = 0; d < shape.size(); ++d) {
-    if (x.shape()[d] != shape[d]) x = x.broadcast(unsigned(shape[d]), d);
-  }
-  return x;
-}
-
-// The single element of a one-element tensor, for a scalar vertex field.
-poplar::Tensor scalarOf(const poplar::Tensor &t) { return t.flatten()[0]; }
-
-// Calls f(tile, begin, end) for every contiguous region of t's tile mapping (t is flat).
-template <typename F> void forEachRegion(poplar::Graph &g, const poplar::Tensor &t, F f) {
-  const auto mapping = g.getTileMapping(t);
-  for (unsigned tile = 0; tile < mapping.size(); ++tile) {
-    for (const auto &region : mapping[tile]) f(tile, std::size_t(region.begin()), std::size_t(region.end()));
-  }
-}
-
-// A rough cycle estimate for a generated vertex (IPU Model profiles need one): a fixed start-up
-// cost plus perElement cycles per element, shared by the six workers of the tile.
-void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsigned perElement) {
-  g.setPerfEstimate(v, 50 + (std::uint64_t(elements) * perElement + 5) / 6);
-}
-
-// The device the options chose (kDeviceKind): IPU hardware (a given id, or the first free device
-// of kDeviceIpus IPUs), the IPU Model, or none (an offline target: the graph is compiled only).
-// The options a device is requested with: the sync configuration of Options.syncPattern.
-poplar::OptionFlags deviceOptions() {
-  poplar::OptionFlags flags;
-  if (*kSyncConfiguration) flags.set("syncConfiguration", kSyncConfiguration);
-  return flags;
-}
-
-poplar::Device attachDevice() {
-  if (kDeviceKind == kIpuModel) {
-    poplar::IPUModel model(kIpuArch);
-    model.numIPUs = kDeviceIpus;
-    return model.createDevice();
-  }
-  auto manager = poplar::DeviceManager::createDeviceManager();
-  if (kIpuId >= 0) {
-    auto device = manager.getDevice(unsigned(kIpuId), deviceOptions());
-    if (device.attach()) return device;
-    throw std::runtime_error("the IPU device with id " + std::to_string(kIpuId) + " could not be attached (in use?)");
-  }
-  auto devices = manager.getDevices(poplar::TargetType::IPU, kDeviceIpus, deviceOptions());
-  for (auto &device : devices) {
-    if (device.attach()) return std::move(device);
-  }
-  throw std::runtime_error("no device with " + std::to_string(kDeviceIpus) + " IPUs could be attached");
-}
-
-// ---- the protocol (commands on stdin, answers on the original stdout) ----
-
-bool readLine(std::string &line) {
-  line.clear();
-  for (;;) {
-    const int c = std::fgetc(stdin);
-    if (c == EOF) return !line.empty();
-    if (c == '\n') return true;
-    line.push_back(char(c));
-    if (line.size() > 100000) throw std::runtime_error("protocol: command line too long");
-  }
-}
-
-void readExact(char *data, std::size_t n) {
-  if (n > 0 && std::fread(data, 1, n, stdin) != n) throw std::runtime_error("protocol: input ended inside a payload");
-}
-
-std::vector<std::string> words(const std::string &line) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && line[i] == ' ') ++i;
-    std::size_t j = i;
-    while (j < line.size() && line[j] != ' ') ++j;
-    if (j > i) out.push_back(line.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
-
-std::size_t parseSize(const std::string &s) {
-  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) {
-    throw std::runtime_error("protocol: bad byte count '" + s.substr(0, 20) + "'");
-  }
-  return std::size_t(std::stoull(s));
-}
-
-void writeAll(std::FILE *out, const void *data, std::size_t n) {
-  if (n > 0 && std::fwrite(data, 1, n, out) != n) throw std::runtime_error("protocol: cannot write the answer");
-}
-
-// The state index of handle "v<i>", or kStateBytes.size() when it names no state.
-std::size_t stateIndex(const std::string &handle) {
-  if (handle.size() > 1 && handle[0] == 'v' && handle.find_first_not_of("0123456789", 1) == std::string::npos && handle.size() < 10) {
-    const std::size_t i = std::size_t(std::stoul(handle.substr(1)));
-    if (i < kStateBytes.size()) return i;
-  }
-  return kStateBytes.size();
-}
-
-// Bytes per replica of a host read/write handle ("v<i>" for state i, "seed", "step").
-std::size_t handleBytes(const std::string &handle) {
-  if (handle == "seed" || handle == "step") return 4;
-  const std::size_t i = stateIndex(handle);
-  if (i < kStateBytes.size()) {
-    if (kStateStorage[i] == kTransient) throw std::runtime_error("protocol: '" + handle + "' is a transient working copy, which the host cannot access");
-    return kStateBytes[i];
-  }
-  throw std::runtime_error("protocol: unknown handle '" + handle.substr(0, 40) + "'");
-}
-
-// Off-chip state moves through its remote buffer, one row per replica; the rest through host handles.
-bool isRemote(const std::string &handle) {
-  const std::size_t i = stateIndex(handle);
-  return i < kStateBytes.size() && kStateStorage[i] == kOffChip;
-}
-
-// "runfeed": every output copy is also sent as the device produces it, as "feed <stream>
-// <replica> <bytes>" and the bytes, so the host reads a run's outputs while it goes on (an
-// outfeed). `perCopy`: bytes of one copy of each output stream on one replica.
-void connectFeeds(poplar::Engine &engine, std::FILE *out, std::vector<std::vector<char>> &outBuf, const std::vector<std::size_t> &perCopy,
-                  std::vector<std::vector<std::size_t>> &count, std::mutex &lock) {
-  for (std::size_t i = 0; i < outBuf.size(); ++i) {
-    if (kOutputBytes[i] == 0) continue;
-    const std::size_t per = perCopy[i];
-    if (per == 0 || kOutputBytes[i] % (per * kReplicas) != 0) {
-      throw std::runtime_error("runfeed: " + std::to_string(per) + " bytes per copy do not divide output stream " + std::to_string(i) + "'s " + std::to_string(kOutputBytes[i]));
-    }
-    count[i].assign(kReplicas, 0);
-    for (unsigned r = 0; r < kReplicas; ++r) {
-      engine.connectStreamToCallback("out" + std::to_string(i), r, [out, &outBuf, &count, &lock, i, r, per](void *p) {
-        const std::lock_guard<std::mutex> guard(lock);
-        // where the circular buffer would have put it: copies in order, replicas side by side
-        const std::size_t at = (count[i][r]++ * per * kReplicas) % kOutputBytes[i] + r * per;
-        std::memcpy(outBuf[i].data() + at, p, per);
-        const std::string head = "feed " + std::to_string(i) + " " + std::to_string(r) + " " + std::to_string(per) + "\n";
-        writeAll(out, head.data(), head.size());
-        writeAll(out, p, per);
-        std::fflush(out);
-      });
-    }
-  }
-}
-
-void serve(poplar::Engine &engine, std::FILE *out) {
-  std::vector<std::vector<char>> inBuf(kInputBytes.size()), outBuf(kOutputBytes.size());
-  for (std::size_t i = 0; i < inBuf.size(); ++i) {
-    inBuf[i].resize(kInputBytes[i]);
-    if (kInputBytes[i] > 0) engine.connectStream("in" + std::to_string(i), inBuf[i].data(), inBuf[i].data() + inBuf[i].size());
-  }
-  for (std::size_t i = 0; i < outBuf.size(); ++i) {
-    outBuf[i].resize(kOutputBytes[i]);
-    if (kOutputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());
-  }
-  std::string line;
-  while (readLine(line)) {
-    const std::vector<std::string> w = words(line);
-    if (w.empty()) continue;
-    if (w[0] == "quit" && w.size() == 1) return;
-    if (w[0] == "write" && w.size() == 3) {
-      const std::size_t n = parseSize(w[2]);
-      const std::size_t want = handleBytes(w[1]) * kReplicas;
-      if (n != want) throw std::runtime_error("write " + w[1] + ": expected " + std::to_string(want) + " bytes, got " + std::to_string(n));
-      std::vector<char> buf(n);
-      readExact(buf.data(), n);
-      if (isRemote(w[1])) {
-        for (unsigned r = 0; r < kReplicas; ++r) engine.copyToRemoteBuffer(buf.data() + r * (n / kReplicas), w[1] + ".remote", 0, r);
-      } else {
-        engine.writeTensor(w[1] + ".w", buf.data(), buf.data() + n);
-      }
-      writeAll(out, "ok\n", 3);
-    } else if (w[0] == "read" && w.size() == 2) {
-      const std::size_t n = handleBytes(w[1]) * kReplicas;
-      std::vector<char> buf(n);
-      if (isRemote(w[1])) {
-        for (unsigned r = 0; r < kReplicas; ++r) engine.copyFromRemoteBuffer(w[1] + ".remote", buf.data() + r * (n / kReplicas), 0, r);
-      } else {
-        engine.readTensor(w[1] + ".r", buf.data(), buf.data() + n);
-      }
-      const std::string head = "ok " + std::to_string(n) + "\n";
-      writeAll(out, head.data(), head.size());
-      writeAll(out, buf.data(), n);
-    } else if ((w[0] == "run" && w.size() == 1 + kInputBytes.size()) || (w[0] == "runfeed" && w.size() == 1 + kInputBytes.size() + kOutputBytes.size())) {
-      const bool feed = w[0] == "runfeed";
-      for (std::size_t i = 0; i < inBuf.size(); ++i) {
-        const std::size_t n = parseSize(w[1 + i]);
-        if (n != kInputBytes[i]) {
-          throw std::runtime_error("run: input stream " + std::to_string(i) + " needs " + std::to_string(kInputBytes[i]) + " bytes, got " + std::to_string(n));
-        }
-      }
-      for (auto &b : inBuf) readExact(b.data(), b.size());
-      std::vector<std::vector<std::size_t>> count(outBuf.size());
-      std::mutex lock;
-      if (feed) {
-        std::vector<std::size_t> perCopy;
-        for (std::size_t i = 0; i < outBuf.size(); ++i) perCopy.push_back(parseSize(w[1 + inBuf.size() + i]));
-        connectFeeds(engine, out, outBuf, perCopy, count, lock);
-      }
-      engine.run(0);
-      if (feed) {
-        for (std::size_t i = 0; i < outBuf.size(); ++i) {
-          if (kOutputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());
-        }
-      }
-      std::string head = "ok";
-      for (const auto &b : outBuf) head += " " + std::to_string(b.size());
-      head += "\n";
-      writeAll(out, head.data(), head.size());
-      for (const auto &b : outBuf) writeAll(out, b.data(), b.size());
-    } else {
-      throw std::runtime_error("protocol: unknown command '" + line.substr(0, 60) + "'");
-    }
-    std::fflush(out);
-  }
-}
 
 void declare(Device &d) {
   // weight fc1.weight
@@ -373,18 +115,16 @@ poplar::program::Sequence graph_forwardBuild(Device &d) {
     d.ipu[0].setTileMapping(v, tile);
     setCycles(d.ipu[0], v, e - b, 1);
   });
-  prog.add(poplar::program::Execute(cs1));
   // %9 = argmax(%7)  mlp.tg:6:7
   poplar::Tensor t9 = newTensor(d.ipu[0], poplar::INT, {4}, 2, 32, 2, "argmax%9");
   poplar::Tensor f12 = t7.dimShuffle({0, 1}).reshape({4, 3});
   poplar::Tensor f13 = t9.flatten();
-  poplar::ComputeSet cs2 = d.graph.addComputeSet("argmax");
   forEachRegion(d.ipu[0], f13, [&](unsigned tile, std::size_t b, std::size_t e) {
-    poplar::VertexRef v = d.ipu[0].addVertex(cs2, "tg::ArgMax0<float>", {{"in", f12.slice(b, e).flatten()}, {"out", f13.slice(b, e)}});
+    poplar::VertexRef v = d.ipu[0].addVertex(cs1, "tg::ArgMax0<float>", {{"in", f12.slice(b, e).flatten()}, {"out", f13.slice(b, e)}});
     d.ipu[0].setTileMapping(v, tile);
     setCycles(d.ipu[0], v, e - b, 6);
   });
-  prog.add(poplar::program::Execute(cs2));
+  prog.add(poplar::program::Execute(cs1));
   // output logits
   prog.add(poplar::program::Copy(t7, d.outFifo[0]));
   // output mean
@@ -408,39 +148,24 @@ poplar::program::Sequence buildProgram(Device &d) {
 
 } // namespace
 
-// main(): attach the device, build the graph, load the engine, then serve the protocol.
+// main(): the module described to the host support library, which attaches the device, builds
+// the graph, loads the engine and serves the protocol.
 int main(int argc, char **argv) {
-  try {
-    // answers go to the original stdout; anything else written to stdout goes to stderr
-    const int protocolFd = dup(1);
-    if (protocolFd < 0 || dup2(2, 1) < 0) throw std::runtime_error("cannot set up the protocol channel");
-    std::FILE *out = fdopen(protocolFd, "wb");
-    if (out == nullptr) throw std::runtime_error("cannot open the protocol channel");
-    const char *codelets = argc > 1 ? argv[1] : "codelets.gp";
-
-    // an offline target compiles the graph and runs nothing (connectionType Never)
-    poplar::Device device = kDeviceKind == kOffline ? poplar::Device() : attachDevice();
-    const poplar::Target target = kDeviceKind == kOffline ? poplar::Target::createIPUTarget(kDeviceIpus, kIpuArch, deviceOptions()) : device.getTarget();
-    poplar::Graph graph(target, poplar::replication_factor(kReplicas));
-    popops::addCodelets(graph);
-    poplin::addCodelets(graph);
-    graph.addCodelets(codelets);
-    Device d{graph, {}, {}, {}, {}, {}, {}, {}, {}};
-    const unsigned tilesPerIpu = graph.getTarget().getTilesPerIPU();
-    for (unsigned i = 0; i < kIpus; ++i) d.ipu.push_back(graph.createVirtualGraph(i * tilesPerIpu, (i + 1) * tilesPerIpu));
-    declare(d);
-    poplar::program::Sequence program = buildProgram(d);
-    poplar::Engine engine(graph, {program});
-    if (kDeviceKind == kOffline) {
-      std::fprintf(stderr, "compiled for an offline %s target of %u IPUs; nothing runs without a device (connectionType Never)\n", kIpuArch, kDeviceIpus);
-      return 0;
-    }
-    engine.load(device);
-    serve(engine, out);
-    std::fflush(out);
-    return 0;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  tilegraph::Module m;
+  m.replicas = kReplicas;
+  m.ipus = kIpus;
+  m.deviceKind = kDeviceKind;
+  m.deviceIpus = kDeviceIpus;
+  m.ipuArch = kIpuArch;
+  m.ipuId = kIpuId;
+  m.syncConfiguration = kSyncConfiguration;
+  m.stateBytes = kStateBytes;
+  m.stateStorage = kStateStorage;
+  m.inputBytes = kInputBytes;
+  m.outputBytes = kOutputBytes;
+  m.floatingPointExceptions = false;
+  m.stochasticRounding = false;
+  m.declare = declare;
+  m.buildProgram = buildProgram;
+  return tilegraph::hostMain(argc, argv, m);
 }

@@ -48,7 +48,8 @@ async function child(which: string, file: string): Promise<void> {
   process.stdout.write(JSON.stringify(m) + '\n');
 }
 
-function measure(which: 'tilegraph' | 'ort', file: string): Measurement {
+/** One import (tilegraph) or session create (onnxruntime) of `file` in a fresh child process. */
+export function measureImport(which: 'tilegraph' | 'ort', file: string): Measurement {
   const r = spawnSync(process.execPath, ['--expose-gc', SELF, '--child', which, file], { encoding: 'utf8', maxBuffer: 1 << 20 });
   if (r.status !== 0) throw new Error(`${which} import failed (exit ${r.status}): ${r.stderr.trim().split('\n').slice(-5).join('\n')}`);
   const line = r.stdout.trim().split('\n').pop()!;
@@ -71,7 +72,7 @@ export async function benchImport(ctx: BenchContext, opts: { keep?: boolean } = 
   try {
     const runs: Record<'tilegraph' | 'ort', Measurement[]> = { tilegraph: [], ort: [] };
     // taking turns, so that load on the machine falls on both alike
-    for (let i = 0; i < ctx.repeat; i++) for (const which of i % 2 ? (['ort', 'tilegraph'] as const) : (['tilegraph', 'ort'] as const)) runs[which].push(measure(which, file));
+    for (let i = 0; i < ctx.repeat; i++) for (const which of i % 2 ? (['ort', 'tilegraph'] as const) : (['tilegraph', 'ort'] as const)) runs[which].push(measureImport(which, file));
     const tg = runs.tilegraph;
     const ort = runs.ort;
     const c = `${spec.layers}-layer encoder (${mb(size)})`;

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BenchmarkResult } from '../report/bench-results.js';
 import { benchTable, formatTextTable } from '../report/bench-view.js';
+import { benchCompile } from './compile.js';
 import { benchDataloader } from './dataloader.js';
 import { benchImport } from './import.js';
 import { benchIr } from './ir.js';
@@ -21,6 +22,7 @@ export const BENCHMARKS: Record<string, Benchmark> = {
   ir: benchIr,
   import: benchImport,
   run: benchRun,
+  compile: benchCompile,
   memory: benchMemory,
   pipeline: benchPipeline,
   dataloader: benchDataloader,
@@ -131,7 +133,7 @@ async function main(argv: readonly string[]): Promise<number> {
     results.push(r);
     printBenchmark(r);
   }
-  versions.onnxruntime ??= args.names.some((n) => n === 'run' || n === 'import') ? onnxruntimeVersion() : undefined;
+  versions.onnxruntime ??= args.names.some((n) => n === 'run' || n === 'import' || n === 'compile') ? onnxruntimeVersion() : undefined;
   const doc = resultsDocument({ date, commit: gitCommit(ROOT), command, repeat: args.repeat, quick: args.quick, machine: machine(loadAtStart, versions), benchmarks: results });
   const files = writeResults(args.out, doc);
   console.log(`results written to ${path.relative(process.cwd(), files.json) || files.json} and ${path.relative(process.cwd(), files.markdown) || files.markdown}`);

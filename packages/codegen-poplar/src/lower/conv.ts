@@ -7,7 +7,7 @@ import { checkPoplinTypes, checkWeightDeltas } from './preconditions.js';
 import { poplinOptions } from './matmul.js';
 import { ConvGeometry, convGeometry } from '../layout.js';
 
-/** A C++ expression for poplin::ConvParams of a convolution of `dtype` (host_support.hpp's convParams). */
+/** A C++ expression for poplin::ConvParams of a convolution of `dtype` (the host support library's convParams, tilegraph_host.hpp). */
 export function convParamsExpr(c: ConvGeometry, dtype: DType): string {
   const list = (xs: readonly number[]) => `{${xs.join(', ')}}`;
   return `convParams(${deviceType(dtype).poplar}, ${c.N}, {${c.H}, ${c.W}}, {${c.KH}, ${c.KW}}, ${c.Cg}, ${c.M / c.G}, ${c.G}, ${list(c.pads.slice(0, 2))}, ${list(c.pads.slice(2, 4))}, ${list(c.dilations)}, ${list(c.strides)})`;

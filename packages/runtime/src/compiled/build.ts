@@ -10,7 +10,7 @@ import { Job, JobFailure, runJobs } from './sync.js';
 import { Waiting, driveSync } from './drive.js';
 import { SdkVersion, Toolchain, findToolchain } from './toolchain.js';
 import { BuildInputs, explainCacheMiss } from './explain.js';
-import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
+import { EntryExpectation, ManifestInfo, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
 /**
  * The build driver: generated sources → an executable, through the SDK (popc + g++) or the
@@ -81,6 +81,17 @@ const COMPILE_FLAGS = {
   host: ['-std=c++17', '-O0'],
   library: ['-std=c++17', '-O2'],
 };
+
+/** The host support library's files among the generated sources (built once per toolchain, not per model). */
+const SUPPORT_SOURCE = 'tilegraph_host.cpp' as const;
+const SUPPORT_HEADER = 'tilegraph_host.hpp' as const;
+
+/** The generated files the compilers read (the build plan aside). */
+function compiledFiles(sources: GeneratedSources): [string, string][] {
+  return Object.entries(sources.files)
+    .filter(([name]) => name.endsWith('.cpp') || name.endsWith('.hpp'))
+    .sort(([a], [b]) => (a < b ? -1 : 1));
+}
 
 /**
  * Moves a finished (sealed) build folder into place. Another process may have won the race: its
@@ -184,14 +195,35 @@ function* runBuild(stages: Job[][], what: string, dir: string, opts: BuildOption
   }
 }
 
-/** libpoplar_host.a for this toolchain, built once into the cache (checked before every link). */
-function* emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDir: string, opts: BuildOptions, warn: (msg: string) => void): Waiting<{ dir: string; lib: string }> {
-  const final = path.join(cacheDir, `poplar-host-${t.version.slice(0, 24)}`);
-  const lib = path.join(final, 'lib', 'libpoplar_host.a');
-  const expect: EntryExpectation = { kind: 'library', key: t.version, present: ['lib/libpoplar_host.a'] };
-  if (useEntry(final, expect, 'Poplar emulation library', warn)) return { dir: final, lib };
-  const tmp = tempDir(cacheDir, t.version);
+/**
+ * A library entry of the cache: used when it checks out, else built by `build` in a fresh folder
+ * (which returns what the manifest records), sealed and published in one step.
+ */
+function* cachedLibrary<T>(cacheDir: string, final: string, expect: EntryExpectation, what: string, warn: (msg: string) => void, result: T, build: (tmp: string) => Waiting<ManifestInfo>): Waiting<T> {
+  if (useEntry(final, expect, what, warn)) return result;
+  const tmp = tempDir(cacheDir, path.basename(final));
   try {
+    sealEntry(tmp, yield* build(tmp));
+    publish(tmp, final, (d) => entryProblem(d, expect));
+  } catch (e) {
+    dropBuild(tmp);
+    throw e;
+  }
+  touchEntry(final);
+  return result;
+}
+
+/** The headers popc-reflect's codelets registry starts with (see poplar-host/tools/popc-reflect.js). */
+const REGISTRY_INCLUDES = '#include <poplar/Vertex.hpp>\n#include <poplar_host/VertexRegistry.hpp>\n#include <cmath>\n';
+
+/** libpoplar_host.a for this toolchain, built once into the cache (checked before every link). */
+function* emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDir: string, opts: BuildOptions, warn: (msg: string) => void): Waiting<{ dir: string; lib: string; pch: string[] }> {
+  // v2: with the registry's precompiled header
+  const final = path.join(cacheDir, `poplar-host-v2-${t.version.slice(0, 24)}`);
+  const lib = path.join(final, 'lib', 'libpoplar_host.a');
+  const result = { dir: final, lib, pch: pchFlags(path.join(final, 'pch'), REGISTRY_PCH_HEADER) };
+  const expect: EntryExpectation = { kind: 'library', key: `${t.version}/v2`, present: ['lib/libpoplar_host.a', `pch/${REGISTRY_PCH_HEADER}`] };
+  return yield* cachedLibrary(cacheDir, final, expect, 'Poplar emulation library', warn, result, function* (tmp) {
     fs.mkdirSync(path.join(tmp, 'lib'));
     fs.mkdirSync(path.join(tmp, 'obj'));
     const srcDir = path.join(t.poplarHost, 'src');
@@ -205,16 +237,71 @@ function* emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDi
     }));
     const objects = sources.map((f) => path.join(tmp, 'obj', f.replace(/\.cpp$/, '.o')));
     const archive: Job = { cmd: 'ar', args: ['rcs', path.join(tmp, 'lib', 'libpoplar_host.a'), ...objects], cwd: tmp, label: 'libpoplar_host.a' };
-    yield* runBuild([compile, [archive]], 'building the Poplar emulation library', tmp, opts, 'poplar-host');
+    // the headers every codelets registry starts with, precompiled
+    fs.mkdirSync(path.join(tmp, 'pch'));
+    const pch = path.join(tmp, 'pch', REGISTRY_PCH_HEADER);
+    fs.writeFileSync(pch, REGISTRY_INCLUDES);
+    const header: Job = { cmd: t.cxx, args: [...COMPILE_FLAGS.codelets, '-I', include, '-x', 'c++-header', pch, '-o', `${pch}.gch`], cwd: tmp, label: REGISTRY_PCH_HEADER };
+    yield* runBuild([[...compile, header], [archive]], 'building the Poplar emulation library', tmp, opts, 'poplar-host');
     fs.rmSync(path.join(tmp, 'obj'), { recursive: true, force: true });
-    sealEntry(tmp, { kind: 'library', key: t.version, compiler: t.cxx, flags: COMPILE_FLAGS.library });
-    publish(tmp, final, (d) => entryProblem(d, expect));
-  } catch (e) {
-    dropBuild(tmp);
-    throw e;
+    return { kind: 'library', key: `${t.version}/v2`, compiler: t.cxx, flags: COMPILE_FLAGS.library };
+  });
+}
+
+/** The #include lines at the head of a generated host.cpp (the same for every model): its precompiled header. */
+export function hostIncludeBlock(host: string): string {
+  const lines: string[] = [];
+  for (const line of host.split('\n')) {
+    if (line.startsWith('#include ')) lines.push(line);
+    else if (line.trim() !== '' && !line.startsWith('//')) break;
   }
-  touchEntry(final);
-  return { dir: final, lib };
+  return `${lines.join('\n')}\n`;
+}
+
+/** A precompiled header made in `dir`: `-I dir -include name` gives it to a compile with the same flags. */
+const PCH_HEADER = 'tilegraph_pch.hpp';
+const REGISTRY_PCH_HEADER = 'registry_pch.hpp';
+const pchFlags = (dir: string, header: string) => ['-I', dir, '-include', header];
+
+/**
+ * The host support library every generated host program links (libtilegraph_host.a, from
+ * tilegraph_host.cpp) and a precompiled header of the headers every host.cpp starts with, built
+ * once per toolchain and library source into the cache (checked before every use): the fixed
+ * part of a host program is neither compiled nor parsed again for each model.
+ */
+function* supportLibrary(t: Toolchain, sources: GeneratedSources, cacheDir: string, opts: BuildOptions, warn: (msg: string) => void): Waiting<{ dir: string; lib: string; pch: string[] }> {
+  const includes = hostIncludeBlock(sources.files['host.cpp']);
+  const text = [SUPPORT_HEADER, SUPPORT_SOURCE].map((f) => `${f}\0${sources.files[f]}\0`).join('') + includes;
+  const key = createHash('sha256').update(`tilegraph-host-v1\0${t.kind}\0${t.version}\0${JSON.stringify(COMPILE_FLAGS)}\0${text}`).digest('hex');
+  const final = path.join(cacheDir, `tilegraph-host-${key.slice(0, 24)}`);
+  const lib = path.join(final, 'lib', 'libtilegraph_host.a');
+  const result = { dir: final, lib, pch: pchFlags(path.join(final, 'pch'), PCH_HEADER) };
+  const expect: EntryExpectation = { kind: 'library', key, present: ['lib/libtilegraph_host.a', `pch/${PCH_HEADER}`] };
+  return yield* cachedLibrary(cacheDir, final, expect, 'host support library', warn, result, function* (tmp) {
+    fs.mkdirSync(path.join(tmp, 'lib'));
+    fs.mkdirSync(path.join(tmp, 'pch'));
+    for (const f of [SUPPORT_HEADER, SUPPORT_SOURCE]) fs.writeFileSync(path.join(tmp, f), sources.files[f]);
+    fs.writeFileSync(path.join(tmp, 'pch', SUPPORT_HEADER), sources.files[SUPPORT_HEADER]);
+    fs.writeFileSync(path.join(tmp, 'pch', PCH_HEADER), includes);
+    const include = t.kind === 'emulation' ? ['-I', path.join(t.poplarHost, 'include')] : [];
+    const object = path.join(tmp, 'tilegraph_host.o');
+    const pch = path.join(tmp, 'pch', PCH_HEADER);
+    yield* runBuild(
+      [
+        [
+          { cmd: t.cxx, args: [...COMPILE_FLAGS.library, ...include, '-c', path.join(tmp, SUPPORT_SOURCE), '-o', object], cwd: tmp, label: SUPPORT_SOURCE },
+          { cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...include, '-x', 'c++-header', pch, '-o', `${pch}.gch`], cwd: tmp, label: PCH_HEADER },
+        ],
+        [{ cmd: 'ar', args: ['rcs', path.join(tmp, 'lib', 'libtilegraph_host.a'), object], cwd: tmp, label: 'libtilegraph_host.a' }],
+      ],
+      'building the host support library',
+      tmp,
+      opts,
+      'host support',
+    );
+    fs.rmSync(object);
+    return { kind: 'library', key, compiler: t.cxx, flags: COMPILE_FLAGS };
+  });
 }
 
 /**
@@ -243,9 +330,7 @@ function compiledText(text: string): string {
 export function buildKey(sources: GeneratedSources, t: Toolchain): string {
   const h = createHash('sha256');
   h.update('tilegraph-executable-v2\0');
-  for (const [name, text] of Object.entries(sources.files).sort(([a], [b]) => (a < b ? -1 : 1))) {
-    if (name.endsWith('.cpp')) h.update(`${name}\0${compiledText(text)}\0`);
-  }
+  for (const [name, text] of compiledFiles(sources)) h.update(`${name}\0${compiledText(text)}\0`);
   h.update(`${t.kind}\0${t.version}\0${JSON.stringify(COMPILE_FLAGS)}\0`);
   return h.digest('hex');
 }
@@ -253,9 +338,7 @@ export function buildKey(sources: GeneratedSources, t: Toolchain): string {
 /** What a build is made from, file by file, as its manifest records it (for explainCacheMiss). */
 function buildInputs(sources: GeneratedSources, t: Toolchain): BuildInputs {
   const digests: Record<string, string> = {};
-  for (const [name, text] of Object.entries(sources.files)) {
-    if (name.endsWith('.cpp')) digests[name] = createHash('sha256').update(compiledText(text)).digest('hex');
-  }
+  for (const [name, text] of compiledFiles(sources)) digests[name] = createHash('sha256').update(compiledText(text)).digest('hex');
   return { sources: digests, toolchainVersion: t.version, flags: JSON.stringify(COMPILE_FLAGS) };
 }
 
@@ -303,6 +386,7 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
   sweep(cacheDir);
 
   const lib = t.kind === 'emulation' ? yield* emulationLibrary(t, cacheDir, opts, warn) : undefined;
+  const support = yield* supportLibrary(t, sources, cacheDir, opts, warn);
   const tmp = tempDir(cacheDir, key);
   try {
     for (const [name, text] of Object.entries(sources.files)) fs.writeFileSync(path.join(tmp, name), text);
@@ -312,9 +396,9 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
       stages = [
         [
           { cmd: t.popc, args: ['-O3', '--target', popcTargets(opts.device, t.sdk).join(','), out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
-          { cmd: t.cxx, args: [...COMPILE_FLAGS.host, '-c', out('host.cpp'), '-o', out('host.o')], cwd: tmp, label: 'host.cpp' },
+          { cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-c', out('host.cpp'), '-o', out('host.o')], cwd: tmp, label: 'host.cpp' },
         ],
-        [{ cmd: t.cxx, args: [out('host.o'), '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lpoprand', gclLibrary(t.sdk)], cwd: tmp, label: 'link' }],
+        [{ cmd: t.cxx, args: [out('host.o'), support.lib, '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lpoprand', gclLibrary(t.sdk)], cwd: tmp, label: 'link' }],
       ];
     } else {
       const include = path.join(t.poplarHost, 'include');
@@ -324,14 +408,13 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
         cwd: tmp,
         label,
       });
+      // The registry includes codelets.cpp (popc-reflect's stand-in for popc), so the codelets are
+      // compiled once, there; popc-reflect takes a fraction of a second, after which the two
+      // translation units, the slowest steps, build side by side.
       stages = [
-        [
-          { cmd: t.node, args: [path.join(t.poplarHost, 'tools', 'popc-reflect.js'), out('codelets.cpp'), '-o', out('codelets_registry.cpp')], cwd: tmp, label: 'popc-reflect' },
-          cxx(COMPILE_FLAGS.host, 'host.cpp', 'host.o', 'host.cpp'),
-          cxx(COMPILE_FLAGS.codelets, 'codelets.cpp', 'codelets.o', 'codelets.cpp'),
-        ],
-        [cxx(COMPILE_FLAGS.codelets, 'codelets_registry.cpp', 'codelets_registry.o', 'codelets_registry.cpp')],
-        [{ cmd: t.cxx, args: [out('host.o'), out('codelets.o'), out('codelets_registry.o'), lib!.lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }],
+        [{ cmd: t.node, args: [path.join(t.poplarHost, 'tools', 'popc-reflect.js'), out('codelets.cpp'), '-o', out('codelets_registry.cpp')], cwd: tmp, label: 'popc-reflect' }],
+        [cxx([...COMPILE_FLAGS.codelets, ...lib!.pch], 'codelets_registry.cpp', 'codelets_registry.o', 'codelets_registry.cpp'), cxx([...COMPILE_FLAGS.host, ...support.pch], 'host.cpp', 'host.o', 'host.cpp')],
+        [{ cmd: t.cxx, args: [out('host.o'), out('codelets_registry.o'), support.lib, lib!.lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }],
       ];
     }
     yield* runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling');
@@ -343,6 +426,6 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
     throw e;
   }
   touchEntry(final);
-  autoPrune(cacheDir, [final, ...(lib ? [lib.dir] : [])], maxBytes);
+  autoPrune(cacheDir, [final, support.dir, ...(lib ? [lib.dir] : [])], maxBytes);
   return result(false, missReason);
 }

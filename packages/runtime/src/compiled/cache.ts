@@ -119,7 +119,8 @@ export function parseByteSize(v: string): number | undefined {
 export function entryKind(name: string): CacheEntryKind | undefined {
   if (name.startsWith('exe-')) return 'executable';
   if (name.startsWith('loaded-')) return 'loaded';
-  if (name.startsWith('poplar-host-')) return 'library';
+  // built once per toolchain: the Poplar emulation, the host support library
+  if (name.startsWith('poplar-host-') || name.startsWith('tilegraph-host-')) return 'library';
   if (name.startsWith('.build-') || name.startsWith('.trash-')) return 'partial';
   return undefined;
 }
@@ -210,6 +211,35 @@ function readManifest(dir: string): { manifest?: Manifest; problem?: string } {
   }
 }
 
+/** Entries whose every file this process has checked against the manifest, with filesSignature then. */
+const checkedEntries = new Map<string, string>();
+
+/** The manifest and each file's size, inode and change times: any rewrite of a file changes it. */
+function filesSignature(dir: string, m: Manifest): string | undefined {
+  const parts = [JSON.stringify(m.files)];
+  const bad = walk(dir, (rel, st) => {
+    parts.push(`${rel}\0${st.size}\0${st.ino}\0${st.mtimeMs}\0${st.ctimeMs}`);
+    return undefined;
+  });
+  return bad === undefined ? parts.join('\n') : undefined;
+}
+
+/**
+ * Records in a library's manifest the signature its files had when they were all checked, so
+ * later processes check that instead of reading every byte (libraries hold large precompiled
+ * headers). Written beside the entry and renamed over the manifest: the entry never holds a stray file.
+ */
+function stampVerified(dir: string, m: Manifest, signature: string): void {
+  const tmp = path.join(path.dirname(dir), `.build-verified-${process.pid}-${randomBytes(4).toString('hex')}`);
+  try {
+    fs.writeFileSync(tmp, `${JSON.stringify({ ...m, verified: signature }, null, 2)}\n`, { mode: 0o644, flag: 'wx' });
+    fs.renameSync(tmp, path.join(dir, MANIFEST));
+  } catch {
+    // best effort: the next process checks every byte again
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
 export interface EntryExpectation {
   readonly kind?: ManifestInfo['kind'];
   readonly key?: string;
@@ -235,6 +265,10 @@ export function entryProblem(dir: string, expect: EntryExpectation = {}): string
     if (expect.key !== undefined && m.key !== expect.key) return 'its manifest names other sources';
     for (const [name, sha] of Object.entries(expect.files ?? {})) if (m.files[name]?.sha256 !== sha) return `${name} is not the expected file`;
     for (const name of expect.present ?? []) if (!Object.prototype.hasOwnProperty.call(m.files, name)) return `${name} is missing`;
+    // checked in full before and not changed since (rewriting a file changes its ctime, which no
+    // one can set): no need to read every byte again; a precompiled header is 60 MB
+    const signature = filesSignature(dir, m);
+    if (signature !== undefined && (checkedEntries.get(dir) === signature || m['verified'] === signature)) return undefined;
     const seen = new Set<string>();
     const bad = walk(dir, (rel, fst) => {
       if (!fst.isFile()) return `${rel} is not a regular file`;
@@ -249,7 +283,12 @@ export function entryProblem(dir: string, expect: EntryExpectation = {}): string
     });
     if (bad) return bad;
     const missing = Object.keys(m.files).find((f) => !seen.has(f));
-    return missing !== undefined ? `${missing} is missing` : undefined;
+    if (missing !== undefined) return `${missing} is missing`;
+    if (signature !== undefined) {
+      checkedEntries.set(dir, signature);
+      if (m.kind === 'library') stampVerified(dir, m, signature);
+    }
+    return undefined;
   } catch (e) {
     return `it cannot be read: ${(e as Error).message}`;
   }

@@ -39,7 +39,7 @@ function fakeTool(file: string, log: string, version: string): void {
 /** The commands a build ran, as argument lists with the build folder replaced by BUILD. */
 function commands(log: string): string[][] {
   const text = fs.readFileSync(log, 'utf8').trim();
-  return text.split('\n\n').map((block) => block.split('\n').map((a) => a.replace(/^.*\/\.build-[^/]+\//, 'BUILD/')));
+  return text.split('\n\n').map((block) => block.split('\n').map((a) => a.replace(/^.*\/\.build-[^/]+\//, 'BUILD/').replace(/^.*\/tilegraph-host-[^/]+\//, 'SUPPORT/')));
 }
 
 function buildWithFakeSdk(name: string, popcVersion: string, device?: DeviceChoice): string[][] {
@@ -65,22 +65,26 @@ function buildWithFakeSdk(name: string, popcVersion: string, device?: DeviceChoi
   return commands(log);
 }
 
-const HOST_COMPILE = ['fake-g++', '-std=c++17', '-O0', '-c', 'BUILD/host.cpp', '-o', 'BUILD/host.o'];
-const link = (gcl: string) => ['fake-g++', 'BUILD/host.o', '-o', 'BUILD/step', '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lpoprand', gcl];
+// the host support library and the precompiled header of host.cpp's headers, built once (ar is not faked)
+const SUPPORT_COMPILE = ['fake-g++', '-std=c++17', '-O2', '-c', 'BUILD/tilegraph_host.cpp', '-o', 'BUILD/tilegraph_host.o'];
+const PCH_COMPILE = ['fake-g++', '-std=c++17', '-O0', '-x', 'c++-header', 'BUILD/pch/tilegraph_pch.hpp', '-o', 'BUILD/pch/tilegraph_pch.hpp.gch'];
+const HOST_COMPILE = ['fake-g++', '-std=c++17', '-O0', '-I', 'SUPPORT/pch', '-include', 'tilegraph_pch.hpp', '-c', 'BUILD/host.cpp', '-o', 'BUILD/host.o'];
+const link = (gcl: string) => ['fake-g++', 'BUILD/host.o', 'SUPPORT/lib/libtilegraph_host.a', '-o', 'BUILD/step', '-lpoplar', '-lpopops', '-lpoplin', '-lpoputil', '-lpoprand', gcl];
 const popc = (targets: string) => ['popc', '-O3', '--target', targets, 'BUILD/codelets.cpp', '-o', 'BUILD/codelets.gp'];
 
 describe('the SDK build plan', () => {
   test('SDK 3.x, IPU hardware: codelets for ipu2 and ipu21, linked with libgcl', () => {
     const cmds = buildWithFakeSdk('sdk33', 'POPLAR version 3.3.0 (de1f8de2a7) popc 3.3.0');
-    expect(cmds).toHaveLength(3);
-    expect(cmds).toEqual(expect.arrayContaining([popc('ipu2,ipu21'), HOST_COMPILE]));
-    expect(cmds[2]).toEqual(link('-lgcl'));
+    expect(cmds).toHaveLength(5);
+    expect(cmds.slice(0, 2)).toEqual(expect.arrayContaining([SUPPORT_COMPILE, PCH_COMPILE]));
+    expect(cmds.slice(2, 4)).toEqual(expect.arrayContaining([popc('ipu2,ipu21'), HOST_COMPILE]));
+    expect(cmds[4]).toEqual(link('-lgcl'));
   });
 
   test('SDK 2.x: codelets for ipu2 only, linked with libgcl_ct', () => {
     const cmds = buildWithFakeSdk('sdk26', 'POPLAR version 2.6.0 (9a0d2b2f3c) popc 2.6.0');
     expect(cmds).toEqual(expect.arrayContaining([popc('ipu2'), HOST_COMPILE]));
-    expect(cmds[2]).toEqual(link('-lgcl_ct'));
+    expect(cmds[4]).toEqual(link('-lgcl_ct'));
   });
 
   test('the IPU Model runs codelets built for the host (cpu); the host program creates an IPUModel', () => {
@@ -108,9 +112,11 @@ describe('the SDK build plan', () => {
     expect(host(new Options().syncPattern(SyncPattern.ReplicaAndLadder))).toContain('constexpr const char *kSyncConfiguration = "intraReplicaAndLadder";');
     // every way of asking for a device passes it: by id, any free device, an offline target
     const h = host(new Options().syncPattern(SyncPattern.SinglePipeline));
-    expect(h).toContain('manager.getDevice(unsigned(kIpuId), deviceOptions())');
-    expect(h).toContain('manager.getDevices(poplar::TargetType::IPU, kDeviceIpus, deviceOptions())');
-    expect(h).toContain('poplar::Target::createIPUTarget(kDeviceIpus, kIpuArch, deviceOptions())');
+    expect(h).toContain('m.syncConfiguration = kSyncConfiguration;');
+    const support = generatePoplar(opsModule()).files['tilegraph_host.cpp'];
+    expect(support).toContain('manager.getDevice(unsigned(m.ipuId), deviceOptions(m))');
+    expect(support).toContain('manager.getDevices(poplar::TargetType::IPU, m.deviceIpus, deviceOptions(m))');
+    expect(support).toContain('poplar::Target::createIPUTarget(m.deviceIpus, m.ipuArch, deviceOptions(m))');
   });
 
   test('version lines and library names', () => {

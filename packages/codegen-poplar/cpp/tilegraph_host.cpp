@@ -1,0 +1,340 @@
+// tilegraph's host support library (see tilegraph_host.hpp): built once per toolchain and linked
+// into every generated host program.
+#include "tilegraph_host.hpp"
+
+#include <poplar/CSRFunctions.hpp>
+#include <poplar/DeviceManager.hpp>
+#include <poplar/Engine.hpp>
+#include <poplar/IPUModel.hpp>
+#include <poplar/Target.hpp>
+#include <poplin/codelets.hpp>
+#include <popops/codelets.hpp>
+#include <poprand/RandomGen.hpp>
+#include <poprand/codelets.hpp>
+#include <poputil/TileMapping.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+#include <unistd.h>
+
+namespace tilegraph {
+
+// A tensor spread over the tiles of a (virtual) graph in runs of whole grains, from tile
+// offset on (the generator staggers small tensors so that they do not pile up on tile 0).
+poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::vector<std::size_t> &shape,
+                         unsigned grain, unsigned minElementsPerTile, unsigned offset, const std::string &name) {
+  poplar::Tensor t = g.addVariable(type, shape, name);
+  poputil::mapTensorLinearlyWithOffset(g, t, minElementsPerTile, grain, offset);
+  return t;
+}
+
+// poplin's parameters of a 2-D convolution: field, kernel, channels per group and groups, with
+// the padding, kernel dilation and output stride transforms.
+poplin::ConvParams convParams(const poplar::Type &type, std::size_t batch, std::vector<std::size_t> field,
+                              std::vector<std::size_t> kernel, std::size_t inChansPerGroup,
+                              std::size_t outChansPerGroup, std::size_t groups, std::vector<unsigned> padLower,
+                              std::vector<unsigned> padUpper, std::vector<unsigned> dilation,
+                              std::vector<unsigned> stride) {
+  poplin::ConvParams p(type, batch, field, kernel, inChansPerGroup, outChansPerGroup, groups);
+  p.inputTransform.paddingLower = padLower;
+  p.inputTransform.paddingUpper = padUpper;
+  p.kernelTransform.dilation = dilation;
+  p.outputTransform.stride = stride;
+  return p;
+}
+
+// x broadcast to shape (NumPy rules) as a view.
+poplar::Tensor broadcastTo(poplar::Tensor x, const std::vector<std::size_t> &shape) {
+  std::vector<std::size_t> s(shape.size() - x.rank(), 1);
+  for (std::size_t d : x.shape()) s.push_back(d);
+  x = x.reshape(s);
+  for (unsigned d = 0; d < shape.size(); ++d) {
+    if (x.shape()[d] != shape[d]) x = x.broadcast(unsigned(shape[d]), d);
+  }
+  return x;
+}
+
+// The single element of a one-element tensor, for a scalar vertex field.
+poplar::Tensor scalarOf(const poplar::Tensor &t) { return t.flatten()[0]; }
+
+// A rough cycle estimate for a generated vertex (IPU Model profiles need one): a fixed start-up
+// cost plus perElement cycles per element, shared by the six workers of the tile.
+void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsigned perElement) {
+  g.setPerfEstimate(v, 50 + (std::uint64_t(elements) * perElement + 5) / 6);
+}
+
+// The device the options chose (m.deviceKind): IPU hardware (a given id, or the first free device
+// of m.deviceIpus IPUs), the IPU Model, or none (an offline target: the graph is compiled only).
+// The options a device is requested with: the sync configuration of Options.syncPattern.
+poplar::OptionFlags deviceOptions(const Module &m) {
+  poplar::OptionFlags flags;
+  if (*m.syncConfiguration) flags.set("syncConfiguration", m.syncConfiguration);
+  return flags;
+}
+
+namespace {
+
+poplar::Device attachDevice(const Module &m) {
+  if (m.deviceKind == kIpuModel) {
+    poplar::IPUModel model(m.ipuArch);
+    model.numIPUs = m.deviceIpus;
+    return model.createDevice();
+  }
+  auto manager = poplar::DeviceManager::createDeviceManager();
+  if (m.ipuId >= 0) {
+    auto device = manager.getDevice(unsigned(m.ipuId), deviceOptions(m));
+    if (device.attach()) return device;
+    throw std::runtime_error("the IPU device with id " + std::to_string(m.ipuId) + " could not be attached (in use?)");
+  }
+  auto devices = manager.getDevices(poplar::TargetType::IPU, m.deviceIpus, deviceOptions(m));
+  for (auto &device : devices) {
+    if (device.attach()) return std::move(device);
+  }
+  throw std::runtime_error("no device with " + std::to_string(m.deviceIpus) + " IPUs could be attached");
+}
+
+// ---- the protocol (commands on stdin, answers on the original stdout) ----
+
+bool readLine(std::string &line) {
+  line.clear();
+  for (;;) {
+    const int c = std::fgetc(stdin);
+    if (c == EOF) return !line.empty();
+    if (c == '\n') return true;
+    line.push_back(char(c));
+    if (line.size() > 100000) throw std::runtime_error("protocol: command line too long");
+  }
+}
+
+void readExact(char *data, std::size_t n) {
+  if (n > 0 && std::fread(data, 1, n, stdin) != n) throw std::runtime_error("protocol: input ended inside a payload");
+}
+
+std::vector<std::string> words(const std::string &line) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ') ++i;
+    std::size_t j = i;
+    while (j < line.size() && line[j] != ' ') ++j;
+    if (j > i) out.push_back(line.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+std::size_t parseSize(const std::string &s) {
+  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) {
+    throw std::runtime_error("protocol: bad byte count '" + s.substr(0, 20) + "'");
+  }
+  return std::size_t(std::stoull(s));
+}
+
+void writeAll(std::FILE *out, const void *data, std::size_t n) {
+  if (n > 0 && std::fwrite(data, 1, n, out) != n) throw std::runtime_error("protocol: cannot write the answer");
+}
+
+// The state index of handle "v<i>", or m.stateBytes.size() when it names no state.
+std::size_t stateIndex(const Module &m, const std::string &handle) {
+  if (handle.size() > 1 && handle[0] == 'v' && handle.find_first_not_of("0123456789", 1) == std::string::npos && handle.size() < 10) {
+    const std::size_t i = std::size_t(std::stoul(handle.substr(1)));
+    if (i < m.stateBytes.size()) return i;
+  }
+  return m.stateBytes.size();
+}
+
+// Bytes per replica of a host read/write handle ("v<i>" for state i, "seed", "step").
+std::size_t handleBytes(const Module &m, const std::string &handle) {
+  if (handle == "seed" || handle == "step") return 4;
+  const std::size_t i = stateIndex(m, handle);
+  if (i < m.stateBytes.size()) {
+    if (m.stateStorage[i] == kTransient) throw std::runtime_error("protocol: '" + handle + "' is a transient working copy, which the host cannot access");
+    return m.stateBytes[i];
+  }
+  throw std::runtime_error("protocol: unknown handle '" + handle.substr(0, 40) + "'");
+}
+
+// Off-chip state moves through its remote buffer, one row per replica; the rest through host handles.
+bool isRemote(const Module &m, const std::string &handle) {
+  const std::size_t i = stateIndex(m, handle);
+  return i < m.stateBytes.size() && m.stateStorage[i] == kOffChip;
+}
+
+// "runfeed": every output copy is also sent as the device produces it, as "feed <stream>
+// <replica> <bytes>" and the bytes, so the host reads a run's outputs while it goes on (an
+// outfeed). `perCopy`: bytes of one copy of each output stream on one replica.
+void connectFeeds(const Module &m, poplar::Engine &engine, std::FILE *out, std::vector<std::vector<char>> &outBuf, const std::vector<std::size_t> &perCopy,
+                  std::vector<std::vector<std::size_t>> &count, std::mutex &lock) {
+  for (std::size_t i = 0; i < outBuf.size(); ++i) {
+    if (m.outputBytes[i] == 0) continue;
+    const std::size_t per = perCopy[i];
+    if (per == 0 || m.outputBytes[i] % (per * m.replicas) != 0) {
+      throw std::runtime_error("runfeed: " + std::to_string(per) + " bytes per copy do not divide output stream " + std::to_string(i) + "'s " + std::to_string(m.outputBytes[i]));
+    }
+    count[i].assign(m.replicas, 0);
+    for (unsigned r = 0; r < m.replicas; ++r) {
+      engine.connectStreamToCallback("out" + std::to_string(i), r, [&m, out, &outBuf, &count, &lock, i, r, per](void *p) {
+        const std::lock_guard<std::mutex> guard(lock);
+        // where the circular buffer would have put it: copies in order, replicas side by side
+        const std::size_t at = (count[i][r]++ * per * m.replicas) % m.outputBytes[i] + r * per;
+        std::memcpy(outBuf[i].data() + at, p, per);
+        const std::string head = "feed " + std::to_string(i) + " " + std::to_string(r) + " " + std::to_string(per) + "\n";
+        writeAll(out, head.data(), head.size());
+        writeAll(out, p, per);
+        std::fflush(out);
+      });
+    }
+  }
+}
+
+void serve(poplar::Engine &engine, std::FILE *out, const Module &m) {
+  std::vector<std::vector<char>> inBuf(m.inputBytes.size()), outBuf(m.outputBytes.size());
+  // run program 1 (seeding stochastic rounding) before the next run after the seed is written
+  bool reseed = m.stochasticRounding;
+  for (std::size_t i = 0; i < inBuf.size(); ++i) {
+    inBuf[i].resize(m.inputBytes[i]);
+    if (m.inputBytes[i] > 0) engine.connectStream("in" + std::to_string(i), inBuf[i].data(), inBuf[i].data() + inBuf[i].size());
+  }
+  for (std::size_t i = 0; i < outBuf.size(); ++i) {
+    outBuf[i].resize(m.outputBytes[i]);
+    if (m.outputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());
+  }
+  std::string line;
+  while (readLine(line)) {
+    const std::vector<std::string> w = words(line);
+    if (w.empty()) continue;
+    if (w[0] == "quit" && w.size() == 1) return;
+    if (w[0] == "write" && w.size() == 3) {
+      const std::size_t n = parseSize(w[2]);
+      const std::size_t want = handleBytes(m, w[1]) * m.replicas;
+      if (n != want) throw std::runtime_error("write " + w[1] + ": expected " + std::to_string(want) + " bytes, got " + std::to_string(n));
+      std::vector<char> buf(n);
+      readExact(buf.data(), n);
+      if (isRemote(m, w[1])) {
+        for (unsigned r = 0; r < m.replicas; ++r) engine.copyToRemoteBuffer(buf.data() + r * (n / m.replicas), w[1] + ".remote", 0, r);
+      } else {
+        engine.writeTensor(w[1] + ".w", buf.data(), buf.data() + n);
+      }
+      if (m.stochasticRounding && w[1] == "seed") reseed = true;
+      writeAll(out, "ok\n", 3);
+    } else if (w[0] == "read" && w.size() == 2) {
+      const std::size_t n = handleBytes(m, w[1]) * m.replicas;
+      std::vector<char> buf(n);
+      if (isRemote(m, w[1])) {
+        for (unsigned r = 0; r < m.replicas; ++r) engine.copyFromRemoteBuffer(w[1] + ".remote", buf.data() + r * (n / m.replicas), 0, r);
+      } else {
+        engine.readTensor(w[1] + ".r", buf.data(), buf.data() + n);
+      }
+      const std::string head = "ok " + std::to_string(n) + "\n";
+      writeAll(out, head.data(), head.size());
+      writeAll(out, buf.data(), n);
+    } else if ((w[0] == "run" && w.size() == 1 + m.inputBytes.size()) || (w[0] == "runfeed" && w.size() == 1 + m.inputBytes.size() + m.outputBytes.size())) {
+      const bool feed = w[0] == "runfeed";
+      for (std::size_t i = 0; i < inBuf.size(); ++i) {
+        const std::size_t n = parseSize(w[1 + i]);
+        if (n != m.inputBytes[i]) {
+          throw std::runtime_error("run: input stream " + std::to_string(i) + " needs " + std::to_string(m.inputBytes[i]) + " bytes, got " + std::to_string(n));
+        }
+      }
+      for (auto &b : inBuf) readExact(b.data(), b.size());
+      if (reseed) {
+        engine.run(1);
+        reseed = false;
+      }
+      std::vector<std::vector<std::size_t>> count(outBuf.size());
+      std::mutex lock;
+      if (feed) {
+        std::vector<std::size_t> perCopy;
+        for (std::size_t i = 0; i < outBuf.size(); ++i) perCopy.push_back(parseSize(w[1 + inBuf.size() + i]));
+        connectFeeds(m, engine, out, outBuf, perCopy, count, lock);
+      }
+      engine.run(0);
+      if (feed) {
+        for (std::size_t i = 0; i < outBuf.size(); ++i) {
+          if (m.outputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());
+        }
+      }
+      std::string head = "ok";
+      for (const auto &b : outBuf) head += " " + std::to_string(b.size());
+      head += "\n";
+      writeAll(out, head.data(), head.size());
+      for (const auto &b : outBuf) writeAll(out, b.data(), b.size());
+    } else {
+      throw std::runtime_error("protocol: unknown command '" + line.substr(0, 60) + "'");
+    }
+    std::fflush(out);
+  }
+}
+
+} // namespace
+
+// Advances a ring buffer's counter (a scalar) modulo the ring's depth, on the counter's tile.
+void advanceRing(poplar::Graph &g, const poplar::Tensor &counter, unsigned depth, const std::string &vertex,
+                 poplar::program::Sequence &prog) {
+  const auto mapping = g.getTileMapping(counter);
+  unsigned tile = 0;
+  while (tile + 1 < mapping.size() && mapping[tile].empty()) ++tile;
+  poplar::Tensor d = g.addConstant<unsigned>(poplar::UNSIGNED_INT, {}, depth, "ring depth");
+  g.setTileMapping(d, tile);
+  poplar::ComputeSet cs = g.addComputeSet("ring advance");
+  poplar::VertexRef v = g.addVertex(cs, vertex, {{"index", counter}, {"depth", d}});
+  g.setTileMapping(v, tile);
+  prog.add(poplar::program::Execute(cs));
+}
+
+int hostMain(int argc, char **argv, const Module &m) {
+  try {
+    // answers go to the original stdout; anything else written to stdout goes to stderr
+    const int protocolFd = dup(1);
+    if (protocolFd < 0 || dup2(2, 1) < 0) throw std::runtime_error("cannot set up the protocol channel");
+    std::FILE *out = fdopen(protocolFd, "wb");
+    if (out == nullptr) throw std::runtime_error("cannot open the protocol channel");
+    const char *codelets = argc > 1 ? argv[1] : "codelets.gp";
+
+    // an offline target compiles the graph and runs nothing (connectionType Never)
+    poplar::Device device = m.deviceKind == kOffline ? poplar::Device() : attachDevice(m);
+    const poplar::Target target = m.deviceKind == kOffline ? poplar::Target::createIPUTarget(m.deviceIpus, m.ipuArch, deviceOptions(m)) : device.getTarget();
+    poplar::Graph graph(target, poplar::replication_factor(m.replicas));
+    popops::addCodelets(graph);
+    poplin::addCodelets(graph);
+    if (m.stochasticRounding) poprand::addCodelets(graph);
+    graph.addCodelets(codelets);
+    Device d{graph, {}, {}, {}, {}, {}, {}, {}, {}};
+    const unsigned tilesPerIpu = graph.getTarget().getTilesPerIPU();
+    for (unsigned i = 0; i < m.ipus; ++i) d.ipu.push_back(graph.createVirtualGraph(i * tilesPerIpu, (i + 1) * tilesPerIpu));
+    m.declare(d);
+    poplar::program::Sequence program;
+    // the Precision options, set on every tile at the start of each run
+    if (m.floatingPointExceptions) {
+      poplar::setFloatingPointBehaviour(graph, program, poplar::FloatingPointBehaviour(true, true, true, false, true), "floating-point exceptions");
+    }
+    if (m.stochasticRounding) poplar::setStochasticRounding(graph, program, true, "stochastic rounding");
+    if (m.floatingPointExceptions || m.stochasticRounding) program.add(m.buildProgram(d));
+    else program = m.buildProgram(d);
+    std::vector<poplar::program::Program> programs = {program};
+    if (m.stochasticRounding) {
+      // program 1 seeds the generators stochastic rounding draws from with the run seed
+      poplar::program::Sequence seedProgram;
+      poprand::setSeed(graph, poplar::concat(d.seed.reshape({1}), d.step.reshape({1})), 0, seedProgram, "stochastic rounding seed");
+      programs.push_back(seedProgram);
+    }
+    poplar::Engine engine(graph, programs);
+    if (m.deviceKind == kOffline) {
+      std::fprintf(stderr, "compiled for an offline %s target of %u IPUs; nothing runs without a device (connectionType Never)\n", m.ipuArch, m.deviceIpus);
+      return 0;
+    }
+    engine.load(device);
+    serve(engine, out, m);
+    std::fflush(out);
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+} // namespace tilegraph

@@ -1,0 +1,114 @@
+// tilegraph's host support library: what every generated host program needs besides its own graph
+// (the device state, tensor helpers, attaching the device, and the stdin/stdout protocol the
+// runtime speaks with the executable). Built once per toolchain (tilegraph_host.cpp) and linked
+// into each program, with the Poplar SDK or with poplar-host alike.
+// (an include guard, not #pragma once: the precompiled header holds a copy of this file)
+#ifndef TILEGRAPH_HOST_HPP
+#define TILEGRAPH_HOST_HPP
+
+#include <poplar/Graph.hpp>
+#include <poplar/OptionFlags.hpp>
+#include <poplar/Program.hpp>
+#include <poplin/ConvParams.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tilegraph {
+
+// The device a program asks for: IPU hardware, the IPU Model, or an offline target (compile only).
+constexpr unsigned kHardware = 0, kIpuModel = 1, kOffline = 2;
+// Where a state handle lives between runs: its tensor (host handles), a remote buffer, or nowhere.
+constexpr unsigned kOnChip = 0, kOffChip = 1, kTransient = 2;
+
+// The module's device state, streams and per-IPU virtual graphs.
+struct Device {
+  poplar::Graph &graph;
+  std::vector<poplar::Graph> ipu;
+  std::vector<poplar::Tensor> state;
+  std::vector<poplar::Tensor> inputs;
+  std::vector<poplar::DataStream> inFifo;
+  std::vector<poplar::DataStream> outFifo;
+  poplar::Tensor seed;
+  poplar::Tensor step;
+  // remote buffers of off-chip state, by state index
+  std::map<std::size_t, poplar::RemoteBuffer> remote;
+};
+
+// What a generated program tells the library about itself.
+struct Module {
+  unsigned replicas = 1;
+  // IPUs the graph is placed on (one virtual graph each), and the device size requested
+  unsigned ipus = 1;
+  unsigned deviceKind = kHardware;
+  unsigned deviceIpus = 1;
+  const char *ipuArch = "ipu2";
+  // a device id (useIpuId), or -1 for the first free device
+  int ipuId = -1;
+  // Poplar's syncConfiguration device option ("" for the default)
+  const char *syncConfiguration = "";
+  // bytes per replica of each state handle, and where it lives (kOnChip, kOffChip, kTransient)
+  std::vector<std::size_t> stateBytes;
+  std::vector<unsigned> stateStorage;
+  // bytes per run (all replicas) of each input and output stream
+  std::vector<std::size_t> inputBytes;
+  std::vector<std::size_t> outputBytes;
+  // the Precision options, set on every tile at the start of each run
+  bool floatingPointExceptions = false;
+  bool stochasticRounding = false;
+  // adds the state, streams and random seed to the graph
+  void (*declare)(Device &) = nullptr;
+  // the program of one run
+  poplar::program::Sequence (*buildProgram)(Device &) = nullptr;
+};
+
+// A tensor spread over the tiles of a (virtual) graph in runs of whole grains, from tile
+// offset on (the generator staggers small tensors so that they do not pile up on tile 0).
+poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::vector<std::size_t> &shape,
+                         unsigned grain, unsigned minElementsPerTile, unsigned offset, const std::string &name);
+
+// poplin's parameters of a 2-D convolution: field, kernel, channels per group and groups, with
+// the padding, kernel dilation and output stride transforms.
+poplin::ConvParams convParams(const poplar::Type &type, std::size_t batch, std::vector<std::size_t> field,
+                              std::vector<std::size_t> kernel, std::size_t inChansPerGroup,
+                              std::size_t outChansPerGroup, std::size_t groups, std::vector<unsigned> padLower,
+                              std::vector<unsigned> padUpper, std::vector<unsigned> dilation,
+                              std::vector<unsigned> stride);
+
+// x broadcast to shape (NumPy rules) as a view.
+poplar::Tensor broadcastTo(poplar::Tensor x, const std::vector<std::size_t> &shape);
+
+// The single element of a one-element tensor, for a scalar vertex field.
+poplar::Tensor scalarOf(const poplar::Tensor &t);
+
+// Calls f(tile, begin, end) for every contiguous region of t's tile mapping (t is flat).
+template <typename F> void forEachRegion(poplar::Graph &g, const poplar::Tensor &t, F f) {
+  const auto mapping = g.getTileMapping(t);
+  for (unsigned tile = 0; tile < mapping.size(); ++tile) {
+    for (const auto &region : mapping[tile]) f(tile, std::size_t(region.begin()), std::size_t(region.end()));
+  }
+}
+
+// A rough cycle estimate for a generated vertex (IPU Model profiles need one): a fixed start-up
+// cost plus perElement cycles per element, shared by the six workers of the tile.
+void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsigned perElement);
+
+// Advances a ring buffer's counter (a scalar) modulo the ring's depth, on the counter's tile
+// (pipeline stashes).
+void advanceRing(poplar::Graph &g, const poplar::Tensor &counter, unsigned depth, const std::string &vertex,
+                 poplar::program::Sequence &prog);
+
+// The options a device is requested with: the sync configuration of Options.syncPattern.
+poplar::OptionFlags deviceOptions(const Module &m);
+
+// The whole program: attach the device, build the graph, load the engine, then serve the
+// protocol on stdin/stdout until "quit". argv[1] names the codelets (codelets.gp by default).
+// Returns the process exit status.
+int hostMain(int argc, char **argv, const Module &m);
+
+} // namespace tilegraph
+
+#endif // TILEGRAPH_HOST_HPP
