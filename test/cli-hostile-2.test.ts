@@ -213,3 +213,21 @@ describe('a planted executable in the cache', () => {
     for (const e of entries) if (fs.existsSync(path.join(e.dir, 'step'))) expect(fs.readFileSync(path.join(e.dir, 'step'), 'utf8')).not.toBe(planted);
   });
 });
+
+describe('devices as outputs, and a step that does not answer', () => {
+  test('-o /dev/null and -o /proc/self/fd/1 are refused before the work; /dev/null stays a device', () => {
+    expectUsage(run('compile', MLP, '-o', '/dev/null'), /-o \/dev\/null is not a regular file/);
+    expect(fs.statSync('/dev/null').isCharacterDevice()).toBe(true);
+    const r = run('compile', MLP, '-o', '/proc/self/fd/1');
+    expect(r.code).toBe(2);
+    expect(r.out).toBe('');
+  });
+
+  test('train --timeout: an executable that does not answer in time is stopped with a diagnostic naming the option', () => {
+    // a millisecond is less than any executable needs to load the weights
+    const r = run('train', MLP, '--timeout', '0.001', '--steps', '2', '--no-progress');
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/did not answer within 0\.001 s and was stopped/);
+    expect(r.err).toContain('--timeout <seconds>');
+  });
+});

@@ -409,7 +409,7 @@ export class SyncProcess {
       this.finish();
       const stderr = (after?.['stderr'] as string | undefined) ?? '';
       this.stderrTail = stderr;
-      throw new ChildProcessError(`the executable did not answer within ${Math.round(timeoutMs / 1000)} s and was stopped`, stderr, null);
+      throw new ChildProcessError(`the executable did not answer within ${timeoutMs >= 10_000 ? Math.round(timeoutMs / 1000) : Number((timeoutMs / 1000).toPrecision(2))} s and was stopped`, stderr, null);
     }
     if (m['type'] === 'answer') return { sizes: m['sizes'] as number[], payload: m['payload'] as Uint8Array };
     const stderr = (m['stderr'] as string | undefined) ?? '';
