@@ -60,3 +60,11 @@ test('training: two forward convolutions, the gradient of the first one\'s activ
   // with the forward convolutions' ConvParams (2 -> 4 and 4 -> 4 channels, 3x3 kernels, padding 1)
   expect(paramsOf(host, 'calculateWeightDeltas').sort()).toEqual(paramsOf(host, 'convolution', 'TRAINING_FWD').sort());
 });
+
+test('weights and inputs made in a convolution\'s layout are created with the convolution\'s own option flags', () => {
+  const module = buildTrainingModule(graph(), DEFAULT_STEP, makeOptimizer('SGD', { lr: 0.1 })).module;
+  const host = generatePoplar(module).files['host.cpp'];
+  const created = [...host.matchAll(/poplin::(createWeights|createInput)\(.*?, "([\w.]+)", poplar::OptionFlags(\{.*?\}\})\)/g)].map((m) => [m[1], m[2], m[3]]);
+  expect(created.map(([call, name]) => `${call} ${name}`).sort()).toEqual(['createInput x', 'createWeights c1.weight', 'createWeights c2.weight']);
+  for (const [, , flags] of created) expect(flags).toBe('{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "TRAINING_FWD"}}');
+});

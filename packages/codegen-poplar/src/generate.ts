@@ -26,6 +26,7 @@ import { Allocation, MemoryReport } from './memory.js';
 import { fitProblems, planMemory } from './plan.js';
 import { plannedOperands } from './layout.js';
 import { convParamsExpr } from './lower/conv.js';
+import { poplinOptionList } from './lower/poplin-options.js';
 import { chooseMappingOffset, runsOf } from './memory.js';
 import { StateWrites } from './state-writes.js';
 import { scheduleGraph } from './schedule.js';
@@ -517,7 +518,7 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
 
 /**
  * A state or input tensor: in the layout planned for the matmul or convolution that first reads
- * it (poplin creates it), or spread linearly from `offset`.
+ * it (poplin creates it, with that operation's option flags), or spread linearly from `offset`.
  */
 function newStateTensor(mc: ModuleContext, key: string, s: { ipu: number; dtype: DType; shape: readonly number[]; name: string }, offset: number): string {
   const dt = deviceType(s.dtype);
@@ -525,11 +526,11 @@ function newStateTensor(mc: ModuleContext, key: string, s: { ipu: number; dtype:
   const name = cppStringLiteral(s.name, 64);
   if (p?.op === 'matmul') {
     const create = p.role === 'lhs' ? 'createMatMulInputLHS' : 'createMatMulInputRHS';
-    return `poplin::${create}(d.ipu[${s.ipu}], ${dt.poplar}, ${shapeLiteral(p.aShape)}, ${shapeLiteral(p.bShape)}, ${name})`;
+    return `poplin::${create}(d.ipu[${s.ipu}], ${dt.poplar}, ${shapeLiteral(p.aShape)}, ${shapeLiteral(p.bShape)}, ${name}, poplar::OptionFlags${poplinOptionList(p.reader, mc)})`;
   }
   if (p?.op === 'conv') {
     const create = p.role === 'input' ? 'createInput' : 'createWeights';
-    return `poplin::${create}(d.ipu[${s.ipu}], ${convParamsExpr(p.conv, s.dtype)}, ${name}).reshape(${shapeLiteral(s.shape)})`;
+    return `poplin::${create}(d.ipu[${s.ipu}], ${convParamsExpr(p.conv, s.dtype)}, ${name}, poplar::OptionFlags${poplinOptionList(p.reader, mc)}).reshape(${shapeLiteral(s.shape)})`;
   }
   const { grain, minElements } = linearMappingParams(s.dtype);
   return `newTensor(d.ipu[${s.ipu}], ${dt.poplar}, ${shapeLiteral(s.shape)}, ${grain}, ${minElements}, ${offset}, ${cppStringLiteral(s.name, 64)})`;

@@ -20,9 +20,13 @@ export interface ConvGeometry {
  * poplin::createMatMulInputLHS/RHS for a 2-D matmul, poplin::createInput/createWeights for a
  * convolution. `createdShape` is the shape the creation function returns.
  */
-export type PlannedOperand =
+export type PlannedOperand = (
   | { readonly op: 'matmul'; readonly role: 'lhs' | 'rhs'; readonly aShape: readonly number[]; readonly bShape: readonly number[]; readonly createdShape: readonly number[] }
-  | { readonly op: 'conv'; readonly role: 'input' | 'weights'; readonly conv: ConvGeometry; readonly createdShape: readonly number[] };
+  | { readonly op: 'conv'; readonly role: 'input' | 'weights'; readonly conv: ConvGeometry; readonly createdShape: readonly number[] }
+) & {
+  /** The operation it is laid out for (it is created with that operation's option flags). */
+  readonly reader: Op;
+};
 
 /** The layouts a PlannedOperand can be in (poplar-host's PlannedLayout). */
 export type PlannedLayout = PlannedOperand['op'];
@@ -68,7 +72,7 @@ export function plannedOperands(m: Module): Map<string, PlannedOperand> {
           const [x, w] = op.operands;
           if (x!.type.dtype !== w!.type.dtype) return;
           const c = convGeometry(op);
-          out.set(key, i === 0 ? { op: 'conv', role: 'input', conv: c, createdShape: [...v.type.shape] } : { op: 'conv', role: 'weights', conv: c, createdShape: [c.G, c.M / c.G, c.Cg, c.KH, c.KW] });
+          out.set(key, i === 0 ? { op: 'conv', role: 'input', conv: c, createdShape: [...v.type.shape], reader: op } : { op: 'conv', role: 'weights', conv: c, createdShape: [c.G, c.M / c.G, c.Cg, c.KH, c.KW], reader: op });
           return;
         }
         // read directly, or sliced into the pieces of a serialised matmul
@@ -81,8 +85,8 @@ export function plannedOperands(m: Module): Map<string, PlannedOperand> {
         out.set(
           key,
           use.index === 0
-            ? { op: 'matmul', role: 'lhs', aShape: [r, c], bShape: [c, b.type.shape[1]!], createdShape: [r, c] }
-            : { op: 'matmul', role: 'rhs', aShape: [a.type.shape[0]!, r], bShape: [r, c], createdShape: [r, c] },
+            ? { op: 'matmul', role: 'lhs', aShape: [r, c], bShape: [c, b.type.shape[1]!], createdShape: [r, c], reader: use.op }
+            : { op: 'matmul', role: 'rhs', aShape: [a.type.shape[0]!, r], bShape: [r, c], createdShape: [r, c], reader: use.op },
         );
       });
     }

@@ -110,6 +110,6 @@ describe('per-tile memory plan', () => {
     // at the matmul: the input, the product and its partial sums (x and w are made in the
     // matmul's own layout, so no rearranged copies of them)
     expect(m.peakLiveBytes).toBe((4 * 8 + 4 * 3 + 4 * 3) * 4);
-    expect(generatePoplar(moduleOf(b)).files['host.cpp']).toContain('poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 3}, "w")');
+    expect(generatePoplar(moduleOf(b)).files['host.cpp']).toContain('poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 3}, "w", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}})');
   });
 });

@@ -57,7 +57,7 @@ const std::vector<std::size_t> kOutputBytes = {16, 16};
 
 void declare(Device &d) {
   // weight conv.weight
-  d.state.push_back(poplin::createWeights(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "conv.weight").reshape({4, 1, 3, 3}));
+  d.state.push_back(poplin::createWeights(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "conv.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({4, 1, 3, 3}));
   d.graph.createHostWrite("v0.w", d.state[0]);
   d.graph.createHostRead("v0.r", d.state[0]);
   // weight conv.bias
@@ -69,7 +69,7 @@ void declare(Device &d) {
   d.graph.createHostWrite("v2.w", d.state[2]);
   d.graph.createHostRead("v2.r", d.state[2]);
   // input image
-  d.inputs.push_back(poplin::createInput(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "image").reshape({2, 1, 6, 6}));
+  d.inputs.push_back(poplin::createInput(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "image", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({2, 1, 6, 6}));
   d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in0", poplar::FLOAT, 72));
   // output loss
   d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out0", poplar::FLOAT, 1));

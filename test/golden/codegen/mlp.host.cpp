@@ -57,7 +57,7 @@ const std::vector<std::size_t> kOutputBytes = {96, 32, 32};
 
 void declare(Device &d) {
   // weight fc1.weight
-  d.state.push_back(poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "fc1.weight"));
+  d.state.push_back(poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "fc1.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}}));
   d.graph.createHostWrite("v0.w", d.state[0]);
   d.graph.createHostRead("v0.r", d.state[0]);
   // weight fc1.bias
@@ -65,11 +65,11 @@ void declare(Device &d) {
   d.graph.createHostWrite("v1.w", d.state[1]);
   d.graph.createHostRead("v1.r", d.state[1]);
   // weight fc2.weight
-  d.state.push_back(poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 16}, {16, 3}, "fc2.weight"));
+  d.state.push_back(poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 16}, {16, 3}, "fc2.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}}));
   d.graph.createHostWrite("v2.w", d.state[2]);
   d.graph.createHostRead("v2.r", d.state[2]);
   // input x
-  d.inputs.push_back(poplin::createMatMulInputLHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "x"));
+  d.inputs.push_back(poplin::createMatMulInputLHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "x", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}}));
   d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in0", poplar::FLOAT, 32));
   // output logits
   d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out0", poplar::FLOAT, 12));

@@ -4,25 +4,13 @@ import { deviceType } from '../types.js';
 import { emitElementwise } from './elementwise.js';
 import type { Lowering } from './index.js';
 import { checkPoplinTypes, checkWeightDeltas } from './preconditions.js';
-import { poplinOptions } from './matmul.js';
+import { poplinOptions } from './poplin-options.js';
 import { ConvGeometry, convGeometry } from '../layout.js';
 
 /** A C++ expression for poplin::ConvParams of a convolution of `dtype` (the host support library's convParams, tilegraph_host.hpp). */
 export function convParamsExpr(c: ConvGeometry, dtype: DType): string {
   const list = (xs: readonly number[]) => `{${xs.join(', ')}}`;
   return `convParams(${deviceType(dtype).poplar}, ${c.N}, {${c.H}, ${c.W}}, {${c.KH}, ${c.KW}}, ${c.Cg}, ${c.M / c.G}, ${c.G}, ${list(c.pads.slice(0, 2))}, ${list(c.pads.slice(2, 4))}, ${list(c.dilations)}, ${list(c.strides)})`;
-}
-
-/**
- * The pass PopLibs plans a convolution for (the `pass` option, as PopART sets it): the forward
- * convolution of an inference or a training program, or in the backward pass the gradient with
- * respect to the forward input (TRAINING_BWD, marked by conv2d's gradient rule); the weight
- * gradient is conv2d_weights_grad, always TRAINING_WU.
- */
-function convPass(op: Op, e: GraphEmitter): string {
-  if (op.kind === 'conv2d_weights_grad') return 'TRAINING_WU';
-  if (op.annotations.convPass === 'bwd') return 'TRAINING_BWD';
-  return e.mc.hasBackwardPass ? 'TRAINING_FWD' : 'INFERENCE_FWD';
 }
 
 /**
@@ -44,7 +32,7 @@ function lowerConv2d(op: Op, e: GraphEmitter): void {
   checkPoplinTypes(e, 'poplin::convolution', [x!.type.dtype, w!.type.dtype]);
   const p = e.local('p');
   e.emit(`poplin::ConvParams ${p} = ${convParamsExpr(c, dtype)};`);
-  const opts = poplinOptions(op, e, { pass: convPass(op, e) });
+  const opts = poplinOptions(op, e);
   const xin = e.operand(op, 0);
   const wShape = [c.G, c.M / c.G, c.Cg, c.KH, c.KW];
   const win = `${e.operand(op, 1)}.reshape(${shapeLiteral(wShape)})`;
@@ -110,7 +98,7 @@ function lowerConv2dWeightsGrad(op: Op, e: GraphEmitter): void {
   checkWeightDeltas(e, dy.type, x.type, c);
   const p = e.local('p');
   e.emit(`poplin::ConvParams ${p} = ${convParamsExpr(c, dtype)};`);
-  const opts = poplinOptions(op, e, { pass: convPass(op, e) });
+  const opts = poplinOptions(op, e);
   const wShape = [G, M / G, Cg, KH, KW];
   // while it runs: operands not made in a convolution's layout rearranged, and the partial sums
   const label = e.valueLabel(out);

@@ -3,6 +3,7 @@ import { GraphEmitter, shapeLiteral } from '../context.js';
 import { deviceType } from '../types.js';
 import type { Lowering } from './index.js';
 import { checkPoplinTypes } from './preconditions.js';
+import { poplinOptions } from './poplin-options.js';
 
 /**
  * matmul (numpy.matmul semantics) → poplin::matMul for 2-D products and poplin::matMulGrouped
@@ -10,32 +11,6 @@ import { checkPoplinTypes } from './preconditions.js';
  * operands become a row / a column and the extra dim is dropped again. Integer products (no
  * PopLibs support) run in a generated vertex that wraps modulo 2^32 like the reference.
  */
-
-/** The available-memory proportion for an op: set_available_memory on its result, else the options. */
-export function memoryProportion(op: Op, e: GraphEmitter): number {
-  for (const u of op.results[0]!.uses) if (u.op.kind === 'set_available_memory') return u.op.attrs['proportion'] as number;
-  return e.mc.availableMemoryProportion(e.ipuOf(op));
-}
-
-/** Declares the poplin option flags of a matmul or convolution (with `extra` flags); returns the local name. */
-export function poplinOptions(op: Op, e: GraphEmitter, extra: Readonly<Record<string, string>> = {}): string {
-  const name = e.local('o');
-  const amp = memoryProportion(op, e);
-  const more = Object.entries(extra).map(([k, v]) => `, {"${k}", "${v}"}`).join('');
-  e.emit(`const poplar::OptionFlags ${name}{{"availableMemoryProportion", "${amp}"}, {"partialsType", "${e.mc.partialsType()}"}${more}};`);
-  return name;
-}
-
-/**
- * The fully-connected pass PopLibs plans a matmul for (as PopART sets it): the forward product of
- * an inference or a training program, or in the backward pass the gradient with respect to the
- * forward LHS (TRAINING_BWD) or RHS (TRAINING_WU).
- */
-function fullyConnectedPass(op: Op, e: GraphEmitter): string {
-  if (op.annotations.matmulPass === 'bwd_lhs') return 'TRAINING_BWD';
-  if (op.annotations.matmulPass === 'bwd_rhs') return 'TRAINING_WU';
-  return e.mc.hasBackwardPass ? 'TRAINING_FWD' : 'INFERENCE_FWD';
-}
 
 function lowerMatmul(op: Op, e: GraphEmitter): void {
   const [av, bv] = op.operands as [import('@tilegraph/ir').Value, import('@tilegraph/ir').Value];
@@ -73,7 +48,7 @@ function lowerMatmul(op: Op, e: GraphEmitter): void {
     return;
   }
   checkPoplinTypes(e, batch.length > 0 ? 'poplin::matMulGrouped' : 'poplin::matMul', [av.type.dtype, bv.type.dtype, dtype]);
-  const opts = poplinOptions(op, e, { fullyConnectedPass: fullyConnectedPass(op, e) });
+  const opts = poplinOptions(op, e);
   const type = deviceType(dtype).poplar;
   // the product and, while it runs, the operands rearranged for the plan and the partial sums
   const grouped = batch.length > 0;
