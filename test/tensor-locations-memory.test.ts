@@ -89,7 +89,7 @@ describe('the plan of off-chip and sharded optimizer state', () => {
 });
 
 describe('the out-of-memory remedy', () => {
-  // four tiles of 64 KiB: a batch of 64 does not fit, and the tile peaks in the backward pass
+  // four tiles of 64 KiB: a batch of 64 does not fit, and the tile peaks in the weight update
   const small = { tilesPerIpu: 4, bytesPerTile: 64 * 1024, allowOutOfMemory: true };
   const SGD = makeOptimizer('SGD', { lr: 0.01, momentum: 0.9 });
   const remedy = (m: Module) => generatePoplar(m, small).memoryProblems.flatMap((d) => d.notes ?? []).find((n) => n.startsWith('keep the optimizer state off chip'));
@@ -98,7 +98,8 @@ describe('the out-of-memory remedy', () => {
     const module = training(1, undefined, SGD, 64);
     const g = generatePoplar(module, small);
     expect(g.memoryProblems.length).toBe(1);
-    expect(g.memoryProblems[0]!.notes![0]).toMatch(/^the tile peaks at .* in graph 'step'/);
+    // the weight updates share compute sets, so their temporaries are live together
+    expect(g.memoryProblems[0]!.notes![0]).toMatch(/^the tile peaks at \w+ in graph 'update' \(an op the compiler made, with no source line\)/);
     const m = g.plan.memory.perIpu[0]!;
     const momentum = new Set([...module.variables.values()].filter((v) => v.role === 'optimizer_state').map((v) => v.name));
     const onTile = m.largestAlwaysLive.filter((t) => momentum.has(t.name)).map((t) => t.tileBytes);

@@ -90,7 +90,8 @@ export function planMemory(mc: ModuleContext, emitters: ReadonlyMap<string, Grap
     if (!s.emitter) return { describe: s.what };
     const op = s.emitter.opAt[t - s.start];
     if (!op) return { describe: `the end of ${s.what} (outputs and state writes)` };
-    return { describe: `${op.kind} in ${s.what} at ${locate(op)}`, op };
+    const where = locate(op);
+    return { describe: where === '<unknown>' ? `${op.kind} in ${s.what} (an op the compiler made, with no source line)` : `${op.kind} in ${s.what} at ${where}`, op };
   };
   const { report, maxTileTimes } = mc.memory.plan(at, repeats, locate);
   return { report, peakOps: maxTileTimes.map((t) => (t === undefined ? undefined : at(t).op)) };

@@ -879,7 +879,12 @@ DRAW.schedule = function () {
   svg.appendChild(defs);
   var total = Math.max(1, tl.total), x = function (t) { return L + (t / total) * (W - L - R); };
   tl.bands.forEach(function (b) {
-    svg.appendChild(sv('rect', { x: x(b.start), y: top - 22, width: Math.max(0.5, x(b.end) - x(b.start)), height: ipus * (rowH + gap) + 22, fill: BAND_FILL[b.kind] || '#f8f9fa' }));
+    var band = sv('rect', { 'class': 'band', x: x(b.start), y: top - 22, width: Math.max(0.5, x(b.end) - x(b.start)), height: ipus * (rowH + gap) + 22, fill: BAND_FILL[b.kind] || '#f8f9fa' });
+    // the whole name on hover: a narrow band shows it shortened, or not at all
+    var name = sv('title');
+    name.textContent = b.label;
+    band.appendChild(name);
+    svg.appendChild(band);
     if (x(b.end) - x(b.start) > 40) svg.appendChild(svText((x(b.start) + x(b.end)) / 2, top - 8, cut(b.label, Math.floor((x(b.end) - x(b.start)) / 7)), 'band-label'));
   });
   var graphColor = {};
