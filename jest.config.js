@@ -13,5 +13,8 @@ export default {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/tsconfig.jest.json' }],
   },
   testTimeout: 60000,
+  // two suites at a time: most of a suite's time is spent loading and transforming modules, which
+  // overlaps well with another suite's C++ builds (jest's default on two cores is one)
+  maxWorkers: 2,
   globalSetup: '<rootDir>/test/support/global-setup.js',
 };
