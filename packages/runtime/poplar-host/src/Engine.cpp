@@ -4,12 +4,15 @@
 // collectives. A compute set runs as one BSP superstep: all its vertices
 // gather their inputs into private buffers, then compute, then their outputs
 // are scattered back. On a multi-IPU replica, consecutive one-IPU children of
-// a Sequence run one thread per IPU (see ipusets.hpp).
+// a Sequence run one thread per IPU (see ipusets.hpp). In a distributed run
+// this process runs only its share of the replicas (see distributed.hpp).
+#include "distributed.hpp"
 #include "engine_options.hpp"
 #include "internal.hpp"
 #include "ipusets.hpp"
 #include "liveness.hpp"
 #include "profile.hpp"
+#include "world.hpp"
 
 #include <poplar/Engine.hpp>
 #include <poplar/exceptions.hpp>
@@ -361,7 +364,8 @@ thread_local Lane *currentLane = nullptr;
 
 class EngineRuntime {
 public:
-  EngineRuntime(std::shared_ptr<CompiledGraph> cg, poplar::OptionFlags opts) : cg_(std::move(cg)), opts_(std::move(opts)) {
+  EngineRuntime(std::shared_ptr<CompiledGraph> cg, poplar::OptionFlags opts)
+      : cg_(std::move(cg)), opts_(std::move(opts)), local_(localReplicas(cg_->replicas)) {
     const unsigned r = cg_->replicas;
     data_.resize(r);
     for (auto &replica : data_) {
@@ -372,7 +376,7 @@ public:
     for (const auto &kv : cg_->computeSets) {
       auto &perReplica = instances_[kv.first];
       perReplica.resize(r);
-      for (unsigned rep = 0; rep < r; ++rep)
+      for (unsigned rep = local_.begin; rep < local_.end; ++rep) // only this process's replicas run
         for (const auto &vp : kv.second.vertices) perReplica[rep].push_back(makeInstance(vp));
     }
     streams_.resize(cg_->streams.size());
@@ -401,6 +405,7 @@ public:
     if (profile_ && profile_->measuring()) profile_->reset();
   }
   const poplar::OptionFlags &options() const { return opts_; }
+  const LocalReplicas &local() const { return local_; }
 
   void load(const poplar::Device &device) {
     const auto &dt = device.getTarget();
@@ -420,6 +425,7 @@ public:
     remote_.load(*cg_->graph, cg_->replicas);
     resetNumerics();
     loaded_ = true;
+    shareState_ = local_.distributed;
     if (profile_) profile_->loaded();
   }
 
@@ -428,28 +434,42 @@ public:
     if (prog >= cg_->programs.size())
       throw poplar::index_error(message("Engine::run: program ", prog, " does not exist (the engine has ",
                                         cg_->programs.size(), ")"));
-    const unsigned r = cg_->replicas;
+    if (!local_.distributed) return runReplicas(prog);
+    try {
+      if (shareState_) broadcastState(data_, cg_->vars, remote_);
+      shareState_ = false;
+      runReplicas(prog);
+    } catch (...) {
+      world().broken(); // the other processes cannot continue without this one
+      throw;
+    }
+  }
+
+  /// Runs this process's replicas, one thread each (inline when it has one).
+  void runReplicas(unsigned prog) {
+    const unsigned r = local_.count();
     barrier_ = std::make_unique<ReplicaBarrier>(r);
-    contributions_.assign(r, {});
+    contributions_.assign(cg_->replicas, {});
+    collectives_ = 0;
     const ProgramNode &root = *cg_->programs[prog];
     if (timing_) timing_->beginRun(prog);
     if (r == 1) {
-      exec(root, 0);
+      exec(root, local_.begin);
       if (timing_) timing_->endRun();
       return;
     }
     std::vector<std::exception_ptr> errors(r);
     std::vector<std::thread> threads;
     threads.reserve(r);
-    for (unsigned rep = 0; rep < r; ++rep)
-      threads.emplace_back([&, rep] {
+    for (unsigned i = 0; i < r; ++i)
+      threads.emplace_back([&, i] {
         try {
-          exec(root, rep);
+          exec(root, local_.begin + i);
           barrier_->finish();
         } catch (const ReplicaBarrier::Aborted &) {
           barrier_->finish();
         } catch (...) {
-          errors[rep] = std::current_exception();
+          errors[i] = std::current_exception();
           barrier_->abort();
         }
       });
@@ -516,6 +536,7 @@ public:
       if (write) scatter(r, t.regions, t.type.size(), buf + r * per);
       else gather(r, t.regions, t.type.size(), buf + r * per);
     }
+    if (!write) shareReplicaSlices(buf, per, local_); // the other processes' replicas from them
     if (timing_) timing_->hostAccess(write, bytes, t0);
   }
 
@@ -702,7 +723,7 @@ private:
     // splitting gather+compute over threads keeps the BSP semantics; large
     // compute sets of a single replica use the spare cores this way (unless
     // the IPUs already run on threads).
-    const unsigned threads = cg_->replicas == 1 && !currentLane ? computeThreads_ : 1;
+    const unsigned threads = local_.count() == 1 && !currentLane ? computeThreads_ : 1;
     if (threads > 1 && insts.size() >= 2 && cg_->computeSets.at(cs).bufferBytes >= kParallelBytes) {
       const std::size_t n = insts.size(), chunks = std::min<std::size_t>(threads, n);
       std::vector<std::exception_ptr> errors(chunks);
@@ -830,6 +851,10 @@ private:
     auto ctx = context(replica);
     contributions_[replica] = ctx.read(n.src);
     barrier_->wait();
+    if (local_.distributed) { // one thread exchanges for all local replicas
+      if (replica == local_.begin) exchangeContributions(contributions_, local_, collectives_++);
+      barrier_->wait();
+    }
     std::vector<const std::vector<double> *> group;
     unsigned rank = 0;
     bool found = false;
@@ -912,9 +937,9 @@ private:
   // --- the interpreter -----------------------------------------------------------
   bool predicate(const poplar::Tensor &t, unsigned replica) { return context(replica).read(t)[0] != 0.0; }
 
-  /// Runs a node; replica 0's are timed when the engine measures runs (profile.hpp).
+  /// Runs a node; the first local replica's are timed when the engine measures runs (profile.hpp).
   void exec(const ProgramNode &n, unsigned replica) {
-    if (!timing_ || replica != 0) return execNode(n, replica);
+    if (!timing_ || replica != local_.begin) return execNode(n, replica);
     const auto t0 = EngineProfiler::now();
     execNode(n, replica);
     timing_->step(n, t0);
@@ -980,7 +1005,10 @@ private:
   std::vector<StreamConnection> streams_;
   std::vector<std::vector<std::size_t>> copyCount_; ///< [replica][stream]
   std::unique_ptr<ReplicaBarrier> barrier_;
-  std::vector<std::vector<double>> contributions_;
+  std::vector<std::vector<double>> contributions_; ///< [replica], of the running collective
+  LocalReplicas local_;                            ///< the replicas this process runs
+  bool shareState_ = false;                        ///< the next run starts from process 0's state
+  std::uint64_t collectives_ = 0;                  ///< exchanged in this run
   std::mutex printMutex_, callbackMutex_;
   std::ostream *print_ = &std::cout;
   bool loaded_ = false;
@@ -1013,6 +1041,7 @@ private:
 };
 
 RemoteMemory &remoteMemory(EngineRuntime &rt) { return rt.remote(); }
+const LocalReplicas &localReplicasOf(EngineRuntime &rt) { return rt.local(); }
 EngineProfiler *runProfiler(EngineRuntime &rt) { return rt.timing(); }
 const GraphState &graphOf(EngineRuntime &rt) { return *rt.compiled().graph; }
 

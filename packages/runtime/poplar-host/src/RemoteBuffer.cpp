@@ -3,6 +3,7 @@
 // its own rows; they live beside the engine's variables, never in a tile's
 // memory, so they count neither towards a tile's bytes nor towards the
 // out-of-memory check.
+#include "distributed.hpp"
 #include "internal.hpp"
 #include "profile.hpp"
 
@@ -200,6 +201,8 @@ void Engine::remoteRowCopy(StringRef handle, void *buf, std::size_t bytes, std::
   const auto t0 = profile ? EngineProfiler::now() : EngineProfiler::Clock::time_point();
   const std::size_t moved =
       remoteMemory(*rt_).hostCopy(handle.str(), static_cast<std::uint8_t *>(buf), bytes, repeatIndex, replica, toRemote);
+  // a row of another process's replica comes from that process (see distributed.hpp)
+  if (!toRemote) shareReplicaRow(static_cast<std::uint8_t *>(buf), moved, replica, localReplicasOf(*rt_));
   if (profile) profile->hostAccess(toRemote, moved, t0);
 }
 

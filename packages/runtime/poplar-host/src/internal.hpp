@@ -276,6 +276,10 @@ public:
   /// Engine::copyToRemoteBuffer / copyFromRemoteBuffer; returns the bytes moved.
   std::size_t hostCopy(const std::string &handle, std::uint8_t *buf, std::size_t bytes, std::uint64_t repeat,
                        unsigned replica, bool toRemote);
+  /// Every replica's rows as bytes, and back: a distributed run starts from
+  /// process 0's (see distributed.hpp).
+  std::vector<std::uint8_t> pack() const;
+  void unpack(const std::vector<std::uint8_t> &bytes);
 
 private:
   std::vector<std::uint8_t> &storage(unsigned replica, unsigned buffer);
