@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import {
+  DistributedOptions,
   AutoStage,
   CommGroupType,
   ConnectionType,
@@ -328,6 +329,16 @@ describe('setters', () => {
     // Unset variables mean a single process.
     o.Distributed.setEnvVarNames('NPROC', 'RANK', {});
     expect([o.Distributed.processId, o.Distributed.numProcesses]).toEqual([0, 1]);
+  });
+
+  test('Distributed starts from OpenMPI\'s variables, as PopTorch does under mpirun / PopRun', () => {
+    const d = new DistributedOptions({ OMPI_COMM_WORLD_SIZE: '4', OMPI_COMM_WORLD_RANK: '2' });
+    expect([d.processId, d.numProcesses]).toEqual([2, 4]);
+    expect(new DistributedOptions({}).numProcesses).toBe(1);
+    expect(() => new DistributedOptions({ OMPI_COMM_WORLD_SIZE: '2', OMPI_COMM_WORLD_RANK: '2' })).toThrow(/out of range/);
+    expect(() => new DistributedOptions({ OMPI_COMM_WORLD_SIZE: 'two' })).toThrow(/OMPI_COMM_WORLD_SIZE="two" is not a non-negative integer/);
+    // configureProcessId overrides what the environment said
+    expect(d.configureProcessId(0, 2).processId).toBe(0);
   });
 });
 

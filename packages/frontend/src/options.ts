@@ -1135,8 +1135,9 @@ export class PopartOptions {
 }
 
 /**
- * Multi-process (multi-host) execution (`opts.Distributed`). Unlike PopTorch, the constructor does
- * not read the MPI environment variables; `setEnvVarNames()` reads them when called.
+ * Multi-process (multi-host) execution (`opts.Distributed`). As in PopTorch, the process id and
+ * count come from OpenMPI's environment (OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE, which
+ * mpirun sets) unless setEnvVarNames() or configureProcessId() say otherwise.
  */
 export class DistributedOptions {
   private v: DistributedJSON = {
@@ -1145,6 +1146,10 @@ export class DistributedOptions {
     env_var_num_processes: 'OMPI_COMM_WORLD_SIZE',
     env_var_process_id: 'OMPI_COMM_WORLD_RANK',
   };
+
+  constructor(env: NodeJS.ProcessEnv = process.env) {
+    this.setEnvVarNames(this.v.env_var_num_processes, this.v.env_var_process_id, env);
+  }
 
   /** Ignore any distributed settings: one process, id 0. */
   disable(): this {

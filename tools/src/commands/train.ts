@@ -159,7 +159,11 @@ export function registerTrain(program: Command): void {
     const fromCli = (k: string) => this.getOptionValueSource(k) === 'cli';
     const json = !!o['json'];
     // each line a person reads has an event a program reads (--json)
+    // under mpirun (Options.Distributed from OpenMPI's environment) process 0 speaks and writes files
+    const processes = new Options().Distributed;
+    const speaks = processes.processId === 0;
     const say = (line: string, event: Record<string, unknown>) => {
+      if (!speaks) return;
       if (json) emitEvent(event);
       else process.stdout.write(line + '\n');
     };
@@ -207,7 +211,9 @@ export function registerTrain(program: Command): void {
     if (backendName !== 'ipu' && backendName !== 'reference') throw new UsageError(`--backend must be ipu or reference, got '${o.backend}'`);
     const backend = backendName === 'reference' ? referenceBackend : undefined;
     const trainer = trainingModel(g, options, opt, { passes, ...(backend ? { backend } : {}) });
-    const target = backendName === 'reference' ? 'the reference interpreter' : findToolchain().kind === 'sdk' ? 'the IPU (Poplar SDK)' : 'the emulated IPU (poplar-host)';
+    const P = options.Distributed.numProcesses;
+    const where = backendName === 'reference' ? 'the reference interpreter' : findToolchain().kind === 'sdk' ? 'the IPU (Poplar SDK)' : 'the emulated IPU (poplar-host)';
+    const target = P > 1 ? `${where}, ${P} processes × ${options.replication_factor} replicas` : where;
 
     const inputs: InputSpec[] = g.inputs().map((op) => ({ name: op.attrs['name'] as string, type: op.result.type }));
     const micro = inputs.find((i) => i.type.shape.length > 0)?.type.shape[0] ?? 1;
@@ -221,7 +227,8 @@ export function registerTrain(program: Command): void {
     } else {
       const inputGroups = options.replication_factor / Math.max(1, options.input_group_size);
       const perRun = micro * options.device_iterations * inputGroups * options.Training.gradient_accumulation;
-      if (perRun > o.samples) throw new UsageError(`one run needs ${perRun} samples but the data set has ${o.samples} (raise --samples)`);
+      const P = options.Distributed.numProcesses;
+      if (perRun * P > o.samples) throw new UsageError(`one run needs ${perRun} samples${P > 1 ? ` on each of ${P} processes` : ''} but the data set has ${o.samples} (raise --samples)`);
       dataset = new TeacherDataset(g, o.samples, classCount(g), o.seed, o.intHigh);
       dataName = `a synthetic task (${o.samples} samples)`;
     }
@@ -288,7 +295,12 @@ export function registerTrain(program: Command): void {
       say(`resumed from ${resumeDir} at step ${step} (epoch ${epoch + 1}, step ${run + 1} of it)`, { event: 'resume', dir: resumeDir, step, epoch: epoch + 1 });
     }
 
-    const evaluator = evalData ? new Evaluator(g, evalData.dataset, micro, trainer.lossOutput, () => new Options().executableTimeout(options.executable_timeout), backend) : undefined;
+    const evaluator = evalData ? new Evaluator(g, evalData.dataset, micro, trainer.lossOutput, () => {
+      // each process evaluates the whole eval set on its own
+      const eo = new Options().executableTimeout(options.executable_timeout);
+      eo.Distributed.disable();
+      return eo;
+    }, backend) : undefined;
     const checkpoint = (): void => {
       const state: CheckpointState = {
         format: CHECKPOINT_FORMAT,
@@ -305,14 +317,19 @@ export function registerTrain(program: Command): void {
         backend: backendName,
         rng: trainer.rngState,
       };
-      const dir = writeCheckpoint(o.checkpointDir!, state, trainer.stateDict(), trainer.optimizerStateDict());
-      say(`checkpoint written to ${dir}`, { event: 'checkpoint', dir, step });
+      // every process reads the state (reading other processes' replicas is a collective); process 0 writes
+      const weights = trainer.stateDict();
+      const optimizerState = trainer.optimizerStateDict();
+      if (speaks) {
+        const dir = writeCheckpoint(o.checkpointDir!, state, weights, optimizerState);
+        say(`checkpoint written to ${dir}`, { event: 'checkpoint', dir, step });
+      }
     };
 
     const t0 = performance.now();
     const remaining = Math.max(0, totalSteps - step);
     if (remaining === 0) say(`nothing to do: ${step} steps are done already (raise --steps or --epochs to train on)`, { event: 'note', message: `nothing to do: ${step} steps are done already` });
-    const bar = remaining > 0 && o.progress && process.stderr.isTTY ? progressBar('training', totalSteps, 'steps', { start: step, label: 'loss -' }) : undefined;
+    const bar = remaining > 0 && o.progress && speaks && process.stderr.isTTY ? progressBar('training', totalSteps, 'steps', { start: step, label: 'loss -' }) : undefined;
     // piped output (train ... | tee log) gets every step; a terminal every tenth, unless the bar shows them
     const everyStep = json || !process.stdout.isTTY;
     const every = Math.max(1, Math.floor(totalSteps / 10));
@@ -372,17 +389,21 @@ export function registerTrain(program: Command): void {
     if (lastEval !== step && remaining > 0) evaluate('end');
     const trainSecs = (performance.now() - t0) / 1000;
     const k = Math.max(1, Math.floor(losses.length / 10));
-    if (losses.length && !json) {
+    if (losses.length && !json && speaks) {
       process.stdout.write(`loss ${mean(losses.slice(0, k)).toFixed(4)} -> ${mean(losses.slice(-k)).toFixed(4)} (mean of the first and last ${k} steps) in ${trainSecs.toFixed(1)} s\n`);
     }
     if (o.save) {
       const weights = trainer.stateDict();
-      if (o.save.toLowerCase().endsWith('.onnx')) writeOnnxWithWeights(model, o.save, weights);
+      if (speaks) {
+        if (o.save.toLowerCase().endsWith('.onnx')) writeOnnxWithWeights(model, o.save, weights);
       // streamed tensor by tensor: no single string or buffer holds the whole file
       else saveWeights(o.save, weights, { metadata: { producer: 'tilegraph', model: g.name, steps: String(step), optimizer: opt.type } });
-      say(`weights written to ${o.save}`, { event: 'save', file: o.save });
+        say(`weights written to ${o.save}`, { event: 'save', file: o.save });
+      }
     }
-    if (json) {
+    // the executable quits (under mpirun it leaves MPI together with the other processes)
+    trainer.dispose();
+    if (json && speaks) {
       emitEvent({
         event: 'end',
         ok: true,

@@ -46,7 +46,9 @@ export class Evaluator {
     private readonly options: () => Options,
     private readonly backend: BackendFactory | undefined,
   ) {
-    this.loader = new DataLoader(new Options(), data, { batchSize: microBatch, shuffle: false, dropLast: true });
+    const whole = new Options();
+    whole.Distributed.disable(); // the whole eval set in every process
+    this.loader = new DataLoader(whole, data, { batchSize: microBatch, shuffle: false, dropLast: true });
     for (const [input, l] of inputRoles(graph).labels) {
       if (l.logits && !this.label) this.label = { input, logits: l.logits, ...(l.ignore !== undefined ? { ignore: l.ignore } : {}) };
     }

@@ -22,7 +22,8 @@ import {
 import { BuildPlan, DeviceChoice, GenerateOptions, generatePoplarSteps } from '@tilegraph/codegen-poplar';
 import { ConnectionType, SyncPattern, type Options } from '@tilegraph/frontend';
 import { Backend, BackendCacheStatus, BackendFactory, BackendOptions, OutputListener } from '../session/backend.js';
-import { BuildOptions, BuiltExecutable, buildExecutableSteps } from './build.js';
+import { BuildOptions, BuiltExecutable, buildExecutableSteps, mpiLibrarySteps } from './build.js';
+import { DistributedProcess, ProcessReplicasBackend, distributedEnv } from './distributed.js';
 import { findToolchain } from './toolchain.js';
 import { stderrWarning } from './cache.js';
 import { ChildProcessError, FeedListener, SyncProcess } from './sync.js';
@@ -38,6 +39,8 @@ import { Waiting, driveAsync, driveSync } from './drive.js';
 export interface CompiledBackendOptions extends GenerateOptions, BuildOptions {
   /** Longest wait for one answer of the executable (Options.executableTimeout; default 10 minutes). */
   stepTimeoutMs?: number;
+  /** This process of a run over several (Options.Distributed): see distributed.ts. */
+  distributed?: DistributedProcess;
 }
 
 /** What a compiled backend runs: a built executable and the initial values of its state. */
@@ -156,13 +159,14 @@ function asDiagnostic(e: unknown, what: string): never {
 }
 
 /** Options of a started executable. */
-export type StartOptions = BackendOptions & { stepTimeoutMs?: number; profileSummaryFile?: string };
+export type StartOptions = BackendOptions & { stepTimeoutMs?: number; profileSummaryFile?: string; extraEnv?: Readonly<Record<string, string>> };
 
 /** The executable's environment: Node's, with the engine options and the profile summary's file when given. */
 function processEnv(opts: StartOptions): NodeJS.ProcessEnv | undefined {
-  if (!opts.profileSummaryFile && !opts.engineOptions) return undefined;
+  if (!opts.profileSummaryFile && !opts.engineOptions && !opts.extraEnv) return undefined;
   return {
     ...process.env,
+    ...opts.extraEnv,
     ...(opts.profileSummaryFile ? { POPLAR_HOST_PROFILE_SUMMARY: opts.profileSummaryFile } : {}),
     ...(opts.engineOptions ? { POPLAR_ENGINE_OPTIONS: JSON.stringify(opts.engineOptions) } : {}),
   };
@@ -239,7 +243,13 @@ export class CompiledBackend implements Backend {
     const built = yield* compileModuleSteps(module, opts);
     if (opts.device?.kind === 'offline') return new OfflineBackend(built);
     const initial = yield* initialStateSteps(module);
-    return yield* CompiledBackend.startSteps({ ...built, initial }, opts);
+    const d = opts.distributed;
+    if (!d || d.processes < 2) return yield* CompiledBackend.startSteps({ ...built, initial }, opts);
+    const mpi = yield* mpiLibrarySteps(opts);
+    // the build key covers the generated program: processes that differ in model or options differ in it
+    const extraEnv = { ...opts.extraEnv, ...distributedEnv(d, mpi.lib, `${built.key.slice(0, 32)}/${d.processes}`) };
+    const b = yield* CompiledBackend.startSteps({ ...built, initial }, { ...opts, extraEnv });
+    return new ProcessReplicasBackend(b, d, module.replicationFactor);
   }
 
   private *command(parts: Uint8Array[], what: string, onFeed?: FeedListener): Waiting<{ sizes: number[]; payload: Uint8Array }> {
@@ -422,8 +432,9 @@ export class CompiledBackend implements Backend {
   }
 
   /** Stops the executable (at once if a request is waiting for its answer). */
-  dispose(): void {
-    this.proc.close();
+  /** Ends the executable: "quit", then a kill if it has not exited within `timeoutMs` (default 10 s). */
+  dispose(timeoutMs?: number): void {
+    this.proc.close(timeoutMs);
   }
 }
 
@@ -469,7 +480,8 @@ export function compileModule(module: Module, opts: CompiledBackendOptions = {})
 /** compileModule as Waiting work: pauses between the stages of code generation, waits for the build. */
 export function* compileModuleSteps(module: Module, opts: CompiledBackendOptions = {}): Waiting<BuiltExecutable> {
   const sources = yield* generatePoplarSteps(module, opts);
-  checkDeviceSize(sources.plan.ipus, sources.plan.replicationFactor, opts);
+  // each process attaches the IPUs of its own replicas
+  checkDeviceSize(sources.plan.ipus, sources.plan.replicationFactor / (opts.distributed?.processes ?? 1), opts);
   yield;
   return yield* buildExecutableSteps(sources, opts);
 }
@@ -501,6 +513,7 @@ export function compileOptionsFrom(options: Options): CompiledBackendOptions {
     floatingPointExceptions: options.Precision.floating_point_exceptions,
     sourceLocationExcludes: options.source_location_excludes,
     device: deviceChoiceFrom(options),
+    ...(options.Distributed.numProcesses > 1 ? { distributed: { processId: options.Distributed.processId, processes: options.Distributed.numProcesses } } : {}),
   };
 }
 

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,7 +9,7 @@ import { safeFileName } from '@tilegraph/codegen-poplar';
 import type { BuildPlan, DeviceChoice, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { Job, JobFailure, runJobs } from './sync.js';
 import { Waiting, driveSync } from './drive.js';
-import { SdkVersion, Toolchain, findToolchain } from './toolchain.js';
+import { SdkVersion, Toolchain, findOnPath, findToolchain } from './toolchain.js';
 import { BuildInputs, explainCacheMiss } from './explain.js';
 import { EntryExpectation, ManifestInfo, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
@@ -246,6 +247,64 @@ function* emulationLibrary(t: Extract<Toolchain, { kind: 'emulation' }>, cacheDi
     fs.rmSync(path.join(tmp, 'obj'), { recursive: true, force: true });
     return { kind: 'library', key: `${t.version}/v2`, compiler: t.cxx, flags: COMPILE_FLAGS.library };
   });
+}
+
+/** The MPI shim poplar-host loads in a distributed run (poplar-host/mpi), built once per OpenMPI and shim source. */
+export interface MpiLibrary {
+  readonly lib: string;
+}
+
+/**
+ * libtilegraph_mpi.so for this machine's OpenMPI: poplar-host stays free of MPI and loads the
+ * shim (dlopen) only when a run spans several processes. Built with mpicxx into the cache.
+ */
+export function* mpiLibrarySteps(opts: BuildOptions = {}): Waiting<MpiLibrary> {
+  let t: Toolchain;
+  try {
+    t = findToolchain(opts.toolchain ?? 'auto');
+  } catch (e) {
+    throw new DiagnosticError(error((e as Error).message));
+  }
+  if (t.kind !== 'emulation') {
+    throw new DiagnosticError(
+      error('a run over several processes (Options.Distributed) runs on the emulated target only', undefined, [
+        'with the Poplar SDK, the program would have to be compiled for each process\'s own replicas with GCL\'s multi-instance settings, which tilegraph does not generate',
+        'run it on the emulation (--toolchain emulation), or as one process',
+      ]),
+    );
+  }
+  const mpicxx = findOnPath('mpicxx');
+  if (!mpicxx) {
+    throw new DiagnosticError(
+      error('a run over several processes (Options.Distributed) needs OpenMPI, and mpicxx is not on PATH', undefined, [
+        'install it (Debian: apt-get install openmpi-bin libopenmpi-dev) and start the processes with mpirun',
+      ]),
+    );
+  }
+  const warn = opts.warn ?? stderrWarning;
+  const cacheDir = cacheFolder(opts);
+  const srcDir = path.join(t.poplarHost, 'mpi');
+  const files = ['tilegraph_mpi.h', 'tilegraph_mpi.cpp'];
+  const h = createHash('sha256').update('tilegraph-mpi-v1\0');
+  for (const f of files) h.update(`${f}\0${fs.readFileSync(path.join(srcDir, f), 'utf8')}\0`);
+  h.update(firstLineOf(mpicxx, ['--version']));
+  const key = h.digest('hex');
+  const final = path.join(cacheDir, `tilegraph-mpi-${key.slice(0, 24)}`);
+  const lib = path.join(final, 'lib', 'libtilegraph_mpi.so');
+  const expect: EntryExpectation = { kind: 'library', key, present: ['lib/libtilegraph_mpi.so'] };
+  const flags = ['-std=c++17', '-O2', '-shared', '-fPIC'];
+  return yield* cachedLibrary(cacheDir, final, expect, 'MPI library', warn, { lib }, function* (tmp) {
+    fs.mkdirSync(path.join(tmp, 'lib'));
+    const job: Job = { cmd: mpicxx, args: [...flags, '-I', srcDir, path.join(srcDir, 'tilegraph_mpi.cpp'), '-o', path.join(tmp, 'lib', 'libtilegraph_mpi.so')], cwd: tmp, label: 'tilegraph_mpi.cpp' };
+    yield* runBuild([[job]], 'building the MPI library', tmp, opts, 'MPI');
+    return { kind: 'library', key, compiler: mpicxx, flags };
+  });
+}
+
+/** The first line a tool prints (its version), or '' when it cannot be run. */
+function firstLineOf(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 30_000 });
+  return (r.stdout ?? '').split('\n')[0] ?? '';
 }
 
 /** The #include lines at the head of a generated host.cpp (the same for every model): its precompiled header. */

@@ -20,6 +20,7 @@ import { Backend, BackendCacheStatus, BackendFactory, BackendOptions, ReferenceB
 import { Outfeed, feedFinished, feedRun, outfeedListener } from './outfeed.js';
 import { findToolchain } from '../compiled/toolchain.js';
 import { CompiledBackend, compiledBackendFor } from '../compiled/backend.js';
+import { ProcessReplicasBackend, checkDistributedRun } from '../compiled/distributed.js';
 import { Waiting, driveAsync, driveSync } from '../compiled/drive.js';
 import { OutputSelection, RunLayout, microBatchesPerRun, selectOutputs, splitBatch, streamForReplicas } from './io.js';
 import { LabelCheck, RunInputs, checkLabels, labelChecksOf, noInputs, runInputTensors } from './inputs.js';
@@ -222,6 +223,7 @@ export abstract class PoplarExecutor {
     this.log = ModelLog.for(this.options, this.kind);
     this.warnings = [...problems.map((p) => warning(`${p.option}: ${p.message}`)), ...optionsWithoutEffect(this.options, this.kind, this.onIpuHardware())];
     this.profile ??= ModelProfile.start(this.options, this.kind);
+    checkDistributedRun(this.options, this.settings.backend);
     const step = this.stepSettings();
     yield;
     return yield* this.buildModule(step);
@@ -260,7 +262,8 @@ export abstract class PoplarExecutor {
     this.hostDirty = false;
     this.compiledWith = compiledOptions(this.options);
     const seconds = { passes: (times[1] - times[0]) / 1000, start: (performance.now() - times[1]) / 1000 };
-    const plan = backend instanceof CompiledBackend ? { plan: backend.plan } : {};
+    const compiled = compiledOf(backend);
+    const plan = compiled ? { plan: compiled.plan } : {};
     this.warnings.push(...this.profile!.compiled({ module, kind: this.kind, options: this.options, backend: backend.kind, passes: this.passTimings, seconds, ...plan }));
     this.warnings = limitRepeats(this.warnings, this.options.max_repeat_logs);
     const cache = backend.cache ? (backend.cache.hit ? ', executable from the cache' : `, executable built (${backend.cache.reason ?? 'not in the cache'})`) : '';
@@ -458,7 +461,7 @@ export abstract class PoplarExecutor {
       const produced = this.backend!.run(this.streams(tensors));
       // a print callback may have disposed the model
       if (this.disposed) throw disposedError('run');
-      if (feed) feedFinished(feed, produced, this.module!.replicationFactor, this.outputNames());
+      if (feed) feedFinished(feed, produced, this.layout().replicas, this.outputNames());
       this.afterRun();
       return this.outputs(produced);
     });
@@ -479,7 +482,7 @@ export abstract class PoplarExecutor {
         if (feed && backend.runFed) produced = await backend.runFed(streams, outfeedListener(feed, this.outputNames()));
         else {
           produced = backend.runAsync ? await backend.runAsync(streams) : backend.run(streams);
-          if (feed) feedFinished(feed, produced, this.module!.replicationFactor, this.outputNames());
+          if (feed) feedFinished(feed, produced, this.layout().replicas, this.outputNames());
         }
         if (this.disposed) throw disposedError('runAsync');
         this.afterRun();
@@ -680,8 +683,8 @@ export abstract class PoplarExecutor {
    * compiler to be saved again).
    */
   private executableBytes(startFrom?: ReadonlyMap<string, Tensor>): Buffer {
-    const b = this.backend;
-    if (!(b instanceof CompiledBackend)) return exportExecutable(this.module!, compileOptionsFrom(this.options), startFrom).bytes;
+    const b = this.backend && compiledOf(this.backend);
+    if (!b) return exportExecutable(this.module!, compileOptionsFrom(this.options), startFrom).bytes;
     const initial = new Map(b.image.initial);
     for (const [name, t] of startFrom ?? []) if (initial.has(name)) initial.set(name, t);
     return exportImage(b.image, initial);
@@ -804,4 +807,10 @@ export abstract class PoplarExecutor {
 
 function disposedError(what: string): DiagnosticError {
   return new DiagnosticError(error(`${what}: the model was disposed`, undefined, ['dispose() ended its executable; create a new model to use it again']));
+}
+
+/** The compiled backend under a backend, if any (one process's view of a distributed run wraps it). */
+function compiledOf(b: Backend): CompiledBackend | undefined {
+  const inner = b instanceof ProcessReplicasBackend ? b.inner : b;
+  return inner instanceof CompiledBackend ? inner : undefined;
 }

@@ -44,7 +44,8 @@ export function stepSettingsFrom(o: Options, replicaGrouping: Readonly<Record<st
     : undefined;
   return {
     deviceIterations: o.device_iterations,
-    replicationFactor: o.replication_factor,
+    // a run over several processes is one replica set of processes × replicationFactor
+    replicationFactor: o.replication_factor * o.Distributed.numProcesses,
     gradientAccumulation: o.Training.gradient_accumulation,
     reduction: o.Training.accumulation_and_replication_reduction_type === ReductionType.Sum ? 'sum' : 'mean',
     ...(strategy ? { meanStrategy: strategy as StepStrategy } : {}),
