@@ -295,7 +295,7 @@ export class ModelBuilder {
   }
   nop(x: Value): Value { return this.one('nop', [x]); }
   setAvailableMemory(x: Value, proportion: number): Value { return this.one('set_available_memory', [x], { proportion }); }
-  ipuPrintTensor(x: Value, title = ''): Value { return this.one('ipu_print_tensor', [x], { title }); }
+  ipuPrintTensor(x: Value, title = '', printGradient = true): Value { return this.one('ipu_print_tensor', [x], { title, print_gradient: printGradient }); }
 
   /**
    * poptorch.serializedMatMul: a matmul the serialize-matmul pass splits into `factor` matmuls

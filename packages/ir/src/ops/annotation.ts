@@ -87,9 +87,9 @@ export function formatTensorValues(t: Tensor): string {
 export const ipuPrintTensor = defineOp({
   name: 'ipu_print_tensor',
   family: 'annotation',
-  doc: 'returns x unchanged and prints "title: values" when it runs',
+  doc: 'returns x unchanged and prints "title: values" when it runs; in training, also its gradient as "title_gradient: values" (print_gradient)',
   operands: X,
-  attrs: { title: { type: 'string', default: '' } },
+  attrs: { title: { type: 'string', default: '' }, print_gradient: { type: 'bool', default: true } },
   sideEffects: true,
   infer: sameType,
   kernel: ([x], attrs, ctx) => {
@@ -98,7 +98,13 @@ export const ipuPrintTensor = defineOp({
     ctx.print(title === '' ? values : `${title}: ${values}`);
     return [x!];
   },
-  grad: passGrad,
+  // as PopTorch's ipu_print_tensor(print_gradient=True): the backward pass prints the gradient
+  grad: (ctx) => {
+    const g = ctx.outputGrads[0];
+    if (!g || !ctx.op.attrs['print_gradient']) return [g];
+    const title = ctx.op.attrs['title'] as string;
+    return [ctx.b.op('ipu_print_tensor', [g], { title: title === '' ? 'gradient' : `${title}_gradient`, print_gradient: false })];
+  },
   saves: {},
 });
 
