@@ -252,6 +252,7 @@ function handWritten(): { g: Graph; feeds: Record<string, Tensor[]> } {
   out('d.edge', b.op('dynamic_slice', [x5, input('s_edge', 'int32', [], [3])], { axis: 0, size: 2 }));
   out('d.past', b.op('dynamic_slice', [x5, input('s_past', 'int32', [], [100])], { axis: 0, size: 2 }));
   out('d.below', b.op('dynamic_slice', [x5, input('s_below', 'int32', [], [-2])], { axis: 1, size: 2 }));
+  out('d.step', b.op('dynamic_slice', [x5, input('s_step', 'int32', [], [1])], { axis: 0, size: 3, step: 2 }));
   out('d.full', b.op('dynamic_slice', [x5, input('s_full', 'int32', [], [1])], { axis: 1, size: 3 }));
   out('d.view', b.op('dynamic_slice', [b.op('transpose', [x5]), input('s_view', 'int32', [], [4])], { axis: 1, size: 1 }));
 

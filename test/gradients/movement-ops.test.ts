@@ -396,6 +396,31 @@ describe('dynamic_slice', () => {
     );
   });
 
+  it('agrees with finite differences with a step', () => {
+    fc.assert(
+      fc.property(
+        shapeArb(1).chain((shape) =>
+          fc.record({
+            x: tensorArb(shape),
+            axis: fc.integer({ min: 0, max: shape.length - 1 }),
+            size: fc.integer({ min: 1, max: 4 }),
+            step: fc.integer({ min: 1, max: 3 }),
+            start: fc.integer({ min: -1, max: 4 }),
+          }),
+        ),
+        ({ x, axis, size, step, start }) => {
+          expectGradOk('dynamic_slice', [x, Tensor.scalar('int32', start)], { axis, size: Math.min(size, x.shape[axis]!), step });
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it('with a step, writes the gradient into every step-th place of the window', () => {
+    const [g] = ruleGrads('dynamic_slice', [f64([6], [0, 0, 0, 0, 0, 0]), Tensor.scalar('int32', 1)], { axis: 0, size: 5, step: 2 }, [f64([3], [1, 2, 3])]);
+    expect(g!.toArray()).toEqual([0, 1, 0, 2, 0, 3]);
+  });
+
   it('writes the gradient into the window the start selected', () => {
     // start 5 clamps to 4 - 2 = 2
     const [g, gs] = ruleGrads('dynamic_slice', [f64([4], [0, 0, 0, 0]), Tensor.scalar('int32', 5)], { axis: 0, size: 2 }, [f64([2], [1, 2])]);

@@ -283,6 +283,7 @@ function lowerDynamicSlice(op: Op, e: GraphEmitter): void {
   const ipu = e.ipuOf(op);
   const axis = normalizeAxis(op.attrs['axis'] as number, x.type.shape.length);
   const size = op.attrs['size'] as number;
+  const step = op.attrs['step'] as number;
   const out = op.result;
   if (numElements(out.type.shape) === 0) {
     e.newResult(out, ipu);
@@ -290,8 +291,12 @@ function lowerDynamicSlice(op: Op, e: GraphEmitter): void {
   }
   checkDynamicSlice(e, 'dynamicSlice', x.type.dtype, x.type.shape, { dtype: 'uint32', shape: [1] }, [axis], [size]);
   const off = dynamicOffset(op, e, 1, x.type.shape[axis]! - size);
-  e.countResult(x.type.dtype, out.type.shape, ipu, e.valueLabel(out));
-  e.define(out, `popops::dynamicSlice(${e.g(ipu)}, ${e.operand(op, 0)}, ${off}, {${axis}}, {${size}}, prog, ${e.debugName(e.valueLabel(out))})`, ipu);
+  // the window is sliced out whole; a step keeps every step-th of its elements (a view of it)
+  const window = [...x.type.shape];
+  window[axis] = size;
+  e.countResult(x.type.dtype, window, ipu, e.valueLabel(out));
+  const sliced = `popops::dynamicSlice(${e.g(ipu)}, ${e.operand(op, 0)}, ${off}, {${axis}}, {${size}}, prog, ${e.debugName(e.valueLabel(out))})`;
+  e.define(out, step > 1 ? `${sliced}.subSample(${step}, ${axis})` : sliced, ipu);
 }
 
 function lowerDynamicUpdateSlice(op: Op, e: GraphEmitter): void {

@@ -267,7 +267,7 @@ export class ModelBuilder {
   flatten(x: Value, axis = 1): Value { return this.one('flatten', [x], { axis }); }
   pad(x: Value, pads: number[], mode: 'constant' | 'reflect' | 'edge' = 'constant', value = 0): Value { return this.one('pad', [x], { pads, mode, value }); }
   tile(x: Value, repeats: number[]): Value { return this.one('tile', [x], { repeats }); }
-  dynamicSlice(x: Value, start: Value, axis: number, size: number): Value { return this.one('dynamic_slice', [x, start], { axis, size }); }
+  dynamicSlice(x: Value, start: Value, axis: number, size: number, step = 1): Value { return this.one('dynamic_slice', [x, start], { axis, size, step }); }
 
   // ---- random, losses ----
 

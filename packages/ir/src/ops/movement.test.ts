@@ -262,6 +262,16 @@ describe('dynamic_slice', () => {
     expect(m.shape).toEqual([2, 2]);
     expect(m.toArray()).toEqual([1, 2, 4, 5]);
   });
+  it('with a step keeps every step-th element of the window: x[start : start + size : step]', () => {
+    const y = iota([7]);
+    const step = (start: number, size: number, k: number) => runOp('dynamic_slice', [y, Tensor.scalar('int32', start)], { axis: 0, size, step: k })[0]!;
+    expect(step(1, 5, 2).toArray()).toEqual([1, 3, 5]);
+    expect(step(0, 4, 3).toArray()).toEqual([0, 3]); // ceil(4 / 3) elements
+    expect(step(6, 4, 2).toArray()).toEqual([3, 5]); // 6 clamps to 7 - 4 = 3
+    // along the last axis of [[0..3],[4..7]]
+    expect(runOp('dynamic_slice', [iota([2, 4]), Tensor.scalar('int32', 0)], { axis: 1, size: 4, step: 2 })[0]!.toArray()).toEqual([0, 2, 4, 6]);
+    expect(buildError('dynamic_slice', [f32(5), { dtype: 'int32', shape: [] }], { axis: 0, size: 2, step: 0 })).toBe('dynamic_slice: step 0 must be at least 1');
+  });
   it('validates the start operand and the size', () => {
     const i32 = (...shape: number[]): TensorType => ({ dtype: 'int32', shape });
     expect(buildError('dynamic_slice', [f32(5), i32(1)], { axis: 0, size: 2 })).toBe('dynamic_slice: start must be an int32 scalar, got i32[1]');

@@ -769,7 +769,8 @@ function foldPadAxis(b: GraphBuilder, g: Value, axis: number, dim: number, befor
 
 // ---- dynamic_slice ----
 
-function dynamicSliceShape(x: TensorType, start: TensorType, attrs: Attrs): { axis: number; shape: number[] } {
+/** dynamic_slice's window (`size` elements from the start) and its result (every `step`-th of them). */
+function dynamicSliceShape(x: TensorType, start: TensorType, attrs: Attrs): { axis: number; shape: number[]; window: number[]; step: number } {
   if (start.dtype !== 'int32' || start.shape.length !== 0) {
     throw new ShapeError(`start must be an int32 scalar, got ${formatType(start)}`);
   }
@@ -778,33 +779,46 @@ function dynamicSliceShape(x: TensorType, start: TensorType, attrs: Attrs): { ax
   if (size < 0 || size > x.shape[axis]!) {
     throw new ShapeError(`size ${size} does not fit axis ${attrs['axis']} of size ${x.shape[axis]} in ${formatShape(x.shape)}`);
   }
-  const shape = [...x.shape];
-  shape[axis] = size;
-  return { axis, shape };
+  const step = attrs['step'] as number;
+  if (!(step >= 1)) throw new ShapeError(`step ${step} must be at least 1`);
+  const window = [...x.shape];
+  window[axis] = size;
+  const shape = [...window];
+  shape[axis] = Math.ceil(size / step);
+  return { axis, shape, window, step };
 }
 
 export const dynamicSlice = defineOp({
   name: 'dynamic_slice',
   family: 'movement',
-  doc: '`size` consecutive elements along `axis` from a run-time start, clamped to [0, dim - size]',
+  doc: 'PopTorch dynamic_slice: of the `size` elements along `axis` from a run-time start (clamped to [0, dim - size]), every `step`-th: x[start : start + size : step]',
   operands: [{ name: 'x' }, { name: 'start', differentiable: false }],
-  attrs: { axis: { type: 'int' }, size: { type: 'int' } },
+  attrs: { axis: { type: 'int' }, size: { type: 'int' }, step: { type: 'int', default: 1 } },
   infer: ([x, start], attrs) => result(x!, dynamicSliceShape(x!, start!, attrs).shape),
   kernel: ([x, start], attrs) => {
-    const { axis, shape } = dynamicSliceShape(x!, start!, attrs);
-    const size = shape[axis]!;
-    const s = clamp(start!.data[0]!, 0, x!.shape[axis]! - size);
+    const { axis, shape, window, step } = dynamicSliceShape(x!, start!, attrs);
+    const s = clamp(start!.data[0]!, 0, x!.shape[axis]! - window[axis]!);
     const st = stridesOf(x!.shape);
     const offs = identityOffsets(shape, st);
-    offs[axis] = offsets(size, (i) => (s + i) * st[axis]!);
+    offs[axis] = offsets(shape[axis]!, (i) => (s + i * step) * st[axis]!);
     return [gatherOffsets(x!, shape, offs)];
   },
   grad: (ctx) => {
     const g = ctx.outputGrads[0];
     if (!g) return [undefined, undefined];
     const [x, start] = ctx.inputs;
+    const axis = ctx.op.attrs['axis'] as number;
+    const size = ctx.op.attrs['size'] as number;
+    const step = ctx.op.attrs['step'] as number;
+    // with a step, the gradient first fills its places in a zero window of `size` elements
+    let window = g;
+    if (step > 1) {
+      const shape = [...x!.type.shape];
+      shape[axisOf(axis, shape)] = size;
+      window = ctx.b.op('slice_grad', [g], { shape, starts: [0], ends: [size], axes: [axis], steps: [step] });
+    }
     const zeros = zerosShaped(ctx.b, x!, x!.type.shape);
-    return [ctx.b.op('dynamic_update_slice', [zeros, g, start!], { axis: ctx.op.attrs['axis'] as number }), undefined];
+    return [ctx.b.op('dynamic_update_slice', [zeros, window, start!], { axis }), undefined];
   },
   saves: { operands: [1] },
 });
