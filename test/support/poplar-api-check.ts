@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { GenerateOptions, generatePoplar } from '@tilegraph/codegen-poplar';
-import { ExecutionStrategy, Liveness, Options, ParallelPhasedExecution, Phase, PipelineSchedule, PipelinedExecution, SerialPhasedExecution, ShardedExecution, TensorLocationSettings, compileModelSource, loadModelFile } from '@tilegraph/frontend';
+import { ExecutionStrategy, Liveness, ModelBuilder, Options, ParallelPhasedExecution, Phase, PipelineSchedule, PipelinedExecution, SerialPhasedExecution, ShardedExecution, TensorLocationSettings, compileModelSource, loadModelFile } from '@tilegraph/frontend';
 import { DEVICE_DTYPES, Graph, Module } from '@tilegraph/ir';
 import { DEFAULT_STEP, OptimizerType, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
 import { compileOptionsFrom, stepSettingsFrom } from '@tilegraph/runtime';
@@ -134,6 +134,18 @@ export function apiCheckCases(randomCount = 20): CppCase[] {
   cases.push({ name: 'phased training, SerialPhasedExecution OffChipAfterEachPhase', make: () => step(phased(), 'training', withStrategy(new SerialPhasedExecution(phases()).setTensorsLiveness(Liveness.OffChipAfterEachPhase), 2), 'Adam') });
   cases.push({ name: 'phased training, ParallelPhasedExecution', make: () => step(phased(), 'training', withStrategy(new ParallelPhasedExecution(phases()).sendTensorsOffChipAfterFwd(), 2)) });
   cases.push({ name: 'phased inference, SerialPhasedExecution', make: () => step(phased(), 'inference', withStrategy(new SerialPhasedExecution(phases()))) });
+  // an embedding lookup planned with set_available_memory (its update too), and a stepped dynamic_slice
+  cases.push({
+    name: 'lookup with set_available_memory and dynamic_slice with a step, training',
+    make: () => {
+      const m = new ModelBuilder('lookup');
+      const ids = m.input('ids', 'int32', [4]);
+      const start = m.input('start', 'int32', []);
+      const rows = m.setAvailableMemory(m.gather(m.parameter('embedding.weight', 'float32', [6, 3]), ids), 0.2);
+      m.loss(m.identityLoss(m.dynamicSlice(rows, start, 0, 3, 2)));
+      return step(m.graph, 'training');
+    },
+  });
   cases.push(...randomGraphCases(2025, randomCount - Math.floor(randomCount / 4), false));
   // some with empty dimensions (empty reductions, slices, matmuls)
   cases.push(...randomGraphCases(2026, Math.floor(randomCount / 4), true));

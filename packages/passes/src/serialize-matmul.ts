@@ -1,3 +1,4 @@
+import { availableMemoryWarnings } from './available-memory.js';
 import {
   Annotations,
   DType,
@@ -275,6 +276,7 @@ function divisors(n: number): number[] {
 
 /** serialize-matmul in the training pipeline: after autograd, so the backward matmuls are split too. */
 export const serializeMatmulPass = definePass<TrainingState>('serialize-matmul', 'split serialized matmuls and their backward matmuls into smaller matmuls', (s, ctx) => {
+  availableMemoryWarnings(s.step, ctx.diagnostics);
   const { graph, map } = serializeMatMuls(s.step, ctx.diagnostics);
   if (graph === s.step) return;
   s.step = graph;

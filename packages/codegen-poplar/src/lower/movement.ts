@@ -1,4 +1,5 @@
-import { Attrs, Op, Value, castScalar, normalizeAxis, numElements } from '@tilegraph/ir';
+import { Attrs, DType, Op, Value, castScalar, normalizeAxis, numElements } from '@tilegraph/ir';
+import { deviceType } from '../types.js';
 import { GraphEmitter, shapeLiteral } from '../context.js';
 import { emitMap } from './elementwise.js';
 import type { Lowering } from './index.js';
@@ -228,6 +229,21 @@ function lowerGather(op: Op, e: GraphEmitter): void {
   const offsets = indexOffsets(op, e, 1, shape[axis]!);
   const outer = shape.slice(0, axis);
   const inner = shape.slice(axis + 1);
+  const proportion = explicitMemoryProportion(op);
+  if (proportion !== undefined) {
+    // planned as an embedding lookup: the table viewed as [entries, outer × inner]
+    const A = numElements(outer);
+    const B = numElements(inner);
+    const D = shape[axis]!;
+    const plan = slicePlan(e, ipu, x.type.dtype, D, A * B, n, proportion, 'slice');
+    const table = `${e.operand(op, 0)}.reshape({${A}, ${D}, ${B}}).dimShuffle({1, 0, 2}).reshape({${D}, ${A * B}})`;
+    e.countResult(x.type.dtype, out.type.shape, ipu, e.valueLabel(out));
+    const rows = e.local('s');
+    e.emit(`poplar::Tensor ${rows} = popops::multiSlice(${e.g(ipu)}, ${table}, ${offsets}, {0}, {1}, prog, ${plan}, poplar::OptionFlags(), ${e.debugName(e.valueLabel(out))});`);
+    // [n, 1, A × B] -> [A, n, B] -> the result's shape
+    e.define(out, `${rows}.reshape({${n}, ${A}, ${B}}).dimShuffle({1, 0, 2}).reshape(${shapeLiteral(out.type.shape)})`, ipu);
+    return;
+  }
   // multiSlice gives [n, ...x with axis size 1]: drop that dim and move n into the axis position
   const sliced = e.local('s');
   e.countResult(x.type.dtype, out.type.shape, ipu, e.valueLabel(out));
@@ -264,9 +280,28 @@ function lowerScatterAdd(op: Op, e: GraphEmitter): void {
   const base = `${t}.reshape({${A}, ${D}, ${B}}).dimShuffle({1, 0, 2}).reshape({${D}, ${A * B}})`;
   const u = `${e.operand(op, 2)}.reshape({${A}, ${n}, ${B}}).dimShuffle({1, 0, 2}).reshape({${n}, 1, ${A * B}})`;
   const scale = e.scalarConstant(dtype, 1, ipu);
+  const proportion = explicitMemoryProportion(op);
+  const plan = proportion === undefined ? 'popops::SlicePlan()' : slicePlan(e, ipu, dtype, D, A * B, n, proportion, 'update');
+  e.emit(`popops::multiUpdateAdd(${g}, ${base}, ${u}, ${offsets}, ${scale}.reshape({}), {0}, {1}, prog, ${plan}, poplar::OptionFlags(), ${e.debugName('scatter_add')});`);
+}
+
+/** set_available_memory on an op's result (PopTorch's set_available_memory on a gather or embedding), if any. */
+function explicitMemoryProportion(op: Op): number | undefined {
+  for (const u of op.results[0]!.uses) if (u.op.kind === 'set_available_memory') return u.op.attrs['proportion'] as number;
+  return undefined;
+}
+
+/**
+ * A PopLibs embedding plan for a lookup (multiSlice) or an update (multiUpdateAdd) of `lookups`
+ * rows of a [entries, rowSize] table, within the given share of tile memory; returns its name.
+ */
+function slicePlan(e: GraphEmitter, ipu: number, dtype: DType, entries: number, rowSize: number, lookups: number, proportion: number, use: 'slice' | 'update'): string {
+  const name = e.local('plan');
+  const usage = use === 'slice' ? '{"usedForSlice", "true"}, {"usedForUpdate", "false"}' : '{"usedForSlice", "false"}, {"usedForUpdate", "true"}, {"operationForUpdate", "add"}';
   e.emit(
-    `popops::multiUpdateAdd(${g}, ${base}, ${u}, ${offsets}, ${scale}.reshape({}), {0}, {1}, prog, popops::SlicePlan(), poplar::OptionFlags(), ${e.debugName('scatter_add')});`,
+    `const popops::SlicePlan ${name} = popops::embedding::plan(${e.g(ipu)}, ${deviceType(dtype).poplar}, ${entries}, ${rowSize}, {${lookups}}, {{"availableMemoryProportion", "${proportion}"}, ${usage}});`,
   );
+  return name;
 }
 
 /** The clamped start of a dynamic slice as a uint32 [1] tensor. */

@@ -451,7 +451,10 @@ export const gather = defineOp({
     const [x, indices] = ctx.inputs;
     // rows picked more than once get the sum of their gradients
     const zeros = zerosShaped(ctx.b, x!, x!.type.shape);
-    return [ctx.b.op('scatter_add', [zeros, indices!, g], { axis: ctx.op.attrs['axis'] as number }), undefined];
+    const dx = ctx.b.op('scatter_add', [zeros, indices!, g], { axis: ctx.op.attrs['axis'] as number });
+    // set_available_memory on a lookup applies to its update too, as PopART plans them together
+    const memory = ctx.outputs[0]!.uses.find((u) => u.op.kind === 'set_available_memory');
+    return [memory ? ctx.b.op('set_available_memory', [dx], { proportion: memory.op.attrs['proportion'] as number }) : dx, undefined];
   },
   saves: { operands: [1] },
 });

@@ -1,3 +1,4 @@
+import { availableMemoryWarnings } from '../available-memory.js';
 import {
   CommGroup,
   Diagnostic,
@@ -542,6 +543,7 @@ export function* buildInferenceModuleSteps(forward: Graph, settings: StepSetting
   out.placement = placeStages(placed, spec, diagnostics);
   const loop = decideLoop(spec, out.placement, settings.deviceIterations, 'inference', diagnostics);
   yield;
+  availableMemoryWarnings(placed, diagnostics);
   const serialized = serializeMatMuls(placed, diagnostics).graph;
   yield;
   const g = decomposeGraph(serialized);

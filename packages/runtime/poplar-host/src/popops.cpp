@@ -12,9 +12,11 @@
 #include <popops/Reduce.hpp>
 #include <popops/Zero.hpp>
 #include <popops/codelets.hpp>
+#include <poplar/exceptions.hpp>
 #include <poputil/exceptions.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -572,8 +574,28 @@ void multiUpdateMax(poplar::Graph &, const poplar::Tensor &t, const poplar::Tens
 }
 
 namespace embedding {
+/// The plan's options are checked as PopLibs checks them; the emulation slices the same way
+/// whatever the plan (it has no tile memory to trade against cycles).
 SlicePlan plan(const poplar::Graph &, const poplar::Type &, const std::size_t, const std::size_t,
-               const std::vector<std::size_t> &, const poplar::OptionFlags &) {
+               const std::vector<std::size_t> &, const poplar::OptionFlags &options) {
+  auto boolean = [&](const char *key) {
+    const auto v = options.get(key, "true");
+    if (v != "true" && v != "false")
+      throw poplar::invalid_option(message("embedding::plan: invalid value '", v, "' for option ", key, " (true or false)"));
+    return v == "true";
+  };
+  if (!boolean("usedForSlice") && !boolean("usedForUpdate"))
+    throw poplar::invalid_option("embedding::plan: usedForSlice and usedForUpdate are both false");
+  const auto op = options.get("operationForUpdate", "add");
+  if (op != "none" && op != "add" && op != "max" && op != "mul")
+    throw poplar::invalid_option(message("embedding::plan: invalid value '", op, "' for option operationForUpdate (none, add, max or mul)"));
+  const auto amp = options.get("availableMemoryProportion", "");
+  if (!amp.empty()) {
+    char *end = nullptr;
+    const double v = std::strtod(amp.c_str(), &end);
+    if (end == amp.c_str() || *end != '\0' || !(v >= 0.0 && v <= 1.0))
+      throw poplar::invalid_option(message("embedding::plan: invalid value '", amp, "' for option availableMemoryProportion (expected a number in [0, 1])"));
+  }
   return SlicePlan();
 }
 } // namespace embedding
