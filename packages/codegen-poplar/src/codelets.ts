@@ -13,6 +13,23 @@ export function cppFile(name: string): string {
   return fs.readFileSync(new URL(`../cpp/${name}`, import.meta.url), 'utf8');
 }
 
+const FIXED_VERTICES = cppFile('fixed_vertices.cpp');
+
+/**
+ * The text of a class of cpp/fixed_vertices.cpp under a new name: for CodeletSet.add, which
+ * names each class it writes.
+ */
+export function fixedVertex(className: string): (name: string) => string {
+  const start = FIXED_VERTICES.indexOf(`// vertex: ${className}\n`);
+  const end = start < 0 ? -1 : FIXED_VERTICES.indexOf('\n};\n', start);
+  if (end < 0) throw new Error(`internal: cpp/fixed_vertices.cpp has no vertex ${className}`);
+  const text = FIXED_VERTICES.slice(start, end + 3)
+    .split('\n')
+    .filter((l) => !l.startsWith('//'))
+    .join('\n');
+  return (name) => text.replace(new RegExp(`\\bclass ${className}\\b`), `class ${name}`);
+}
+
 /** Scalar maths with the reference interpreter's semantics, and MultiVertex work splitting. */
 const PRELUDE = cppFile('codelet_prelude.hpp');
 /** The reference's counter-based random number generator, for modules that draw random numbers. */

@@ -29,6 +29,7 @@ import { convParamsExpr } from './lower/conv.js';
 import { poplinOptionList } from './lower/poplin-options.js';
 import { chooseMappingOffset, runsOf } from './memory.js';
 import { StateWrites } from './state-writes.js';
+import { fixedVertex } from './codelets.js';
 import { scheduleGraph } from './schedule.js';
 import { DECOMPOSED_OPS, LOWERINGS } from './lower/index.js';
 import { Fusion, isElementwise } from './lower/elementwise.js';
@@ -353,20 +354,7 @@ function emitShardCopy(mc: ModuleContext, kind: 'reduce_scatter' | 'shard' | 'al
 
 /** The vertex that advances a ring buffer's counter modulo its depth. */
 function ringVertex(mc: ModuleContext): string {
-  const cls = mc.codelets.add(
-    'RingAdvance',
-    '',
-    (name) =>
-      [
-        `class ${name} : public poplar::Vertex {`,
-        'public:',
-        '  poplar::InOut<unsigned> index;',
-        '  poplar::Input<unsigned> depth;',
-        '',
-        '  bool compute() {', '    *index = *index + 1u == *depth ? 0u : *index + 1u;', '    return true;', '  }',
-        '};',
-      ].join('\n'),
-  );
+  const cls = mc.codelets.add('RingAdvance', '', fixedVertex('RingAdvance'));
   return mc.codelets.vertexName(cls);
 }
 
@@ -382,11 +370,7 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
     const u = by >>> 0;
     const known = shifts.get(u);
     if (known) return known;
-    const cls = mc.codelets.add(
-      'StepAdd',
-      '',
-      (name) => [`class ${name} : public poplar::Vertex {`, 'public:', '  poplar::InOut<unsigned> step;', '  unsigned by;', '', '  bool compute() {', '    *step = *step + by;', '    return true;', '  }', '};'].join('\n'),
-    );
+    const cls = mc.codelets.add('StepAdd', '', fixedVertex('StepAdd'));
     const cs = `stepAdd${shifts.size}`;
     shiftDecls.push(
       `  poplar::ComputeSet ${cs} = d.graph.addComputeSet("step_add_${shifts.size}");`,
@@ -495,11 +479,7 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
   lines.push('poplar::program::Sequence buildProgram(Device &d) {');
   for (const [name, fn] of graphFns) lines.push(`  poplar::program::Sequence ${fn} = ${fn}Build(d);  // ${cppComment(name, 60)}`);
   if (mc.usesRandom) {
-    const cls = mc.codelets.add(
-      'StepIncrement',
-      '',
-      (name) => [`class ${name} : public poplar::Vertex {`, 'public:', '  poplar::InOut<unsigned> step;', '', '  bool compute() {', '    *step = *step + 1u;', '    return true;', '  }', '};'].join('\n'),
-    );
+    const cls = mc.codelets.add('StepIncrement', '', fixedVertex('StepIncrement'));
     const vertex = mc.codelets.vertexName(cls);
     lines.push(
       '  // counts graph executions: the stream of the random generators, as in the reference',

@@ -4,6 +4,7 @@ import { deviceType } from '../types.js';
 import type { Lowering } from './index.js';
 import { checkPoplinTypes } from './preconditions.js';
 import { poplinOptions } from './poplin-options.js';
+import { fixedVertex } from '../codelets.js';
 
 /**
  * matmul (numpy.matmul semantics) → poplin::matMul for 2-D products and poplin::matMulGrouped
@@ -73,30 +74,7 @@ function lowerIntMatmul(op: Op, e: GraphEmitter, A3: string, B3: string, m: numb
   const ipu = e.ipuOf(op);
   const g = e.g(ipu);
   const dt = deviceType(op.result.type.dtype).device;
-  const body = (name: string) =>
-    [
-      'template <typename T>',
-      `class ${name} : public poplar::MultiVertex {`,
-      'public:',
-      '  poplar::Input<poplar::Vector<T>> a;',
-      '  poplar::Input<poplar::Vector<T>> b;',
-      '  poplar::Output<poplar::Vector<T>> out;',
-      '  unsigned begin;',
-      '',
-      '  bool compute(unsigned workerId) {',
-      `    const unsigned m = ${m}, k = ${k}, n = ${n};`,
-      '    for (unsigned i = workerId; i < out.size(); i += numWorkers()) {',
-      '      const unsigned o = begin + i;',
-      '      const unsigned grp = o / (m * n), row = (o / n) % m, col = o % n;',
-      '      unsigned acc = 0;',
-      '      for (unsigned p = 0; p < k; ++p) acc += unsigned(a[(grp * m + row) * k + p]) * unsigned(b[(grp * k + p) * n + col]);',
-      '      out[i] = T(acc);',
-      '    }',
-      '    return true;',
-      '  }',
-      '};',
-    ].join('\n');
-  const cls = e.mc.codelets.add('MatMulInt', `${m},${k},${n}`, body, []);
+  const cls = e.mc.codelets.add('MatMulInt', '', fixedVertex('MatMulInt'), []);
   const vertex = e.mc.codelets.vertexName(cls, dt);
   const t = e.newResult(op.result, ipu);
   const fa = e.local('f');
@@ -109,6 +87,7 @@ function lowerIntMatmul(op: Op, e: GraphEmitter, A3: string, B3: string, m: numb
   e.emit(`forEachRegion(${g}, ${fo}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
   e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {{"a", ${fa}}, {"b", ${fb}}, {"out", ${fo}.slice(b, e)}});`);
   e.emit(`  ${g}.setInitialValue(v["begin"], unsigned(b));`);
+  for (const [field, value] of [['m', m], ['k', k], ['n', n]] as const) e.emit(`  ${g}.setInitialValue(v["${field}"], ${value}u);`);
   e.emit(`  ${g}.setTileMapping(v, tile);`);
   e.emit(`  setCycles(${g}, v, e - b, ${2 * k});`);
   e.emit('});');
