@@ -130,7 +130,7 @@ export function planSharding(
   if (!locations) return out;
   const wanted = (['weight', 'optimizer'] as const).filter((c) => locations[c]?.useReplicatedTensorSharding);
   if (wanted.length === 0) return out;
-  const statefulOptimizer = !(optimizer.type === 'SGD' && optimizer.hyper['momentum'] === 0);
+  const statefulOptimizer = !(optimizer.type === 'SGD' && [optimizer.hyper, ...(optimizer.paramGroups ?? []).map((g) => g.hyper)].every((h) => !h['momentum']));
   const active = wanted.filter((c) => {
     if (c === 'optimizer' && !statefulOptimizer) {
       diagnostics.push(warning(`${LOCATION_SETTER.optimizer}: sharding has no effect: SGD without momentum keeps no optimizer state`));

@@ -33,7 +33,7 @@ import { GRAPH_UNIT, PassManager, PassManagerOptions, PassTiming, UnitKind } fro
 import { Pass, definePass } from '../pass.js';
 import { RecomputationMode, recomputePass } from '../recompute.js';
 import { serializeMatMuls, serializeMatmulPass } from '../serialize-matmul.js';
-import { OptimizerSpec } from './optimizer.js';
+import { OptimizerSpec, checkParamGroups } from './optimizer.js';
 import { emitOptimizerStep } from './update.js';
 import { placementOf } from './placement.js';
 import { splitUpdatePass } from './split-update.js';
@@ -262,6 +262,7 @@ export const autogradPass = definePass<TrainingState>('autograd', 'append the ba
   if (seed.type.dtype !== loss.type.dtype) seed = b.op('cast', [seed], { to: loss.type.dtype });
   if (loss.type.shape.length > 0) seed = b.op('expand', [seed], { shape: [...loss.type.shape] });
   const params = step.parameters();
+  checkParamGroups(optimizer, params.map((p) => p.attrs['name'] as string));
   const grads = differentiate(step, { loss, seed, wrt: params.map((p) => p.result) });
   const trained = params.filter((p) => grads.get(p.result) !== undefined);
   if (trained.length === 0) throw new DiagnosticError(error('no parameter affects the loss: there is nothing to train', lossOp.loc));

@@ -1,5 +1,5 @@
 import { DType, GraphBuilder, Tensor, Value } from '@tilegraph/ir';
-import { OptimizerSpec } from './optimizer.js';
+import { OptimizerSpec, groupHyper, groupIndex, hyperVariableName } from './optimizer.js';
 import { placementOf } from './placement.js';
 
 /** One weight to update: its current value and its reduced gradient, both read in the update graph. */
@@ -16,16 +16,31 @@ class Emitter {
   constructor(readonly b: GraphBuilder, readonly spec: OptimizerSpec) {}
 
   private hyperCache = new Map<string, Value>();
+  /** The parameter group of the weight being updated (0: the default group). */
+  group = 0;
 
-  /** A hyperparameter: a variable `optimizer.<name>` written by setOptimizer, or a constant. */
+  /** The values of the current group's hyperparameters. */
+  get h(): Readonly<Record<string, number>> {
+    return groupHyper(this.spec, this.group);
+  }
+
+  /**
+   * A hyperparameter of the current group: a variable written by setOptimizer (`optimizer.<name>`,
+   * or `optimizer.param_groups.<k>.<name>` where group k sets it itself), or a constant.
+   */
   hp(name: string): Value {
-    let v = this.hyperCache.get(name);
+    const own = this.group > 0 && name in this.spec.paramGroups![this.group - 1]!.hyper;
+    const k = own ? this.group : 0;
+    const x = groupHyper(this.spec, k)[name]!;
+    const constant = this.spec.constant.includes(name);
+    const key = `${k}:${name}`;
+    let v = this.hyperCache.get(key);
     if (!v) {
-      const x = this.spec.hyper[name]!;
-      v = this.spec.constant.includes(name)
+      const varName = hyperVariableName(name, k);
+      v = constant
         ? this.b.scalar('float32', x)
-        : this.b.op('variable', [], { name: `optimizer.${name}`, dtype: 'float32', shape: [], init: Tensor.scalar('float32', x), role: 'hyperparameter' }, { names: [`optimizer.${name}`] });
-      this.hyperCache.set(name, v);
+        : this.b.op('variable', [], { name: varName, dtype: 'float32', shape: [], init: Tensor.scalar('float32', x), role: 'hyperparameter' }, { names: [varName] });
+      this.hyperCache.set(key, v);
     }
     return v;
   }
@@ -44,7 +59,7 @@ class Emitter {
   ema = (a: Value, x: Value, y: Value) => this.add(this.mul(a, x), this.mul(this.oneMinus(a), y));
   norm = (x: Value) => this.sqrt(this.b.op('reduce_sum', [this.square(x)], { axes: [], keepdims: false }));
   /** Whether a term scaled by hyperparameter `name` must be emitted: variable, or a non-zero constant. */
-  hasTerm = (name: string) => !this.spec.constant.includes(name) || this.spec.hyper[name] !== 0;
+  hasTerm = (name: string) => !this.spec.constant.includes(name) || this.h[name] !== 0;
   cast = (x: Value, to: DType) => (x.type.dtype === to ? x : this.b.op('cast', [x], { to }));
 
   /** Reads optimizer state `<weight>.<slot>` (zeros initially, or ones), as float32 for the arithmetic. */
@@ -87,14 +102,17 @@ export function emitOptimizerStep(b: GraphBuilder, spec: OptimizerSpec, weights:
     const coef = e.div(e.hp('max_grad_norm'), e.add(e.sqrt(total!), e.c(1e-6)));
     clip = b.op('min', [coef, e.c(1)]);
   }
-  const h = spec.hyper;
   const flags = spec.flags;
+  const groupOf = groupIndex(spec);
   const m1 = spec.firstOrderMomentumAccumType;
   const m2 = spec.secondOrderMomentumAccumType;
   weights.forEach((w) => {
     // each weight's update and optimizer state carry the weight's own location and placement
     b.loc = w.weight.producer.loc;
     b.annotations = placementOf(w.weight.producer);
+    // the structure of the update (momentum on or off, ...) follows the weight's own group
+    e.group = groupOf.get(w.name) ?? 0;
+    const h = e.h;
     const g0 = clip ? e.mul(unscaled(w), clip) : unscaled(w);
     const wt = f32(w.weight);
     let next: Value;

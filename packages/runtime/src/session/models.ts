@@ -1,6 +1,6 @@
 import { DiagnosticError, Graph, Module, Tensor, error, warning } from '@tilegraph/ir';
 import { Options } from '@tilegraph/frontend';
-import { OptimizerSpec, StepSettings, buildInferenceModuleSteps, buildTrainingModuleSteps, updateHyper } from '@tilegraph/passes';
+import { OptimizerSpec, StepSettings, buildInferenceModuleSteps, buildTrainingModuleSteps, groupHyper, hyperVariableName, updateHyper } from '@tilegraph/passes';
 import { Waiting } from '../compiled/drive.js';
 import { ExecutorSettings, PoplarExecutor } from './executor.js';
 import { preparedGraph } from './graph.js';
@@ -70,7 +70,9 @@ export class TrainingModel extends PoplarExecutor {
   /**
    * Changes hyperparameters without recompiling (they live in device variables). Changes that
    * alter the structure of the update — a momentum turned on, clipping turned on, a different
-   * optimizer type or a constant hyperparameter — need a new model.
+   * optimizer type or a constant hyperparameter — need a new model. A spec with param_groups
+   * must have the groups compiled in (same weights, same hyperparameters set per group); plain
+   * values (`{ lr: 0.5 }`) change the default group.
    */
   setOptimizer(next: OptimizerSpec | Readonly<Record<string, number>>): void {
     this.usable('setOptimizer');
@@ -91,21 +93,51 @@ export class TrainingModel extends PoplarExecutor {
     const madeVariable = cur.constant.filter((k) => !spec.constant.includes(k));
     if (madeConstant.length) problems.push(`${madeConstant.join(', ')} would become constant`);
     if (madeVariable.length) problems.push(`${madeVariable.join(', ')} was marked constant and would become variable`);
-    for (const [k, v] of Object.entries(spec.hyper)) {
-      const old = cur.hyper[k]!;
-      if (cur.constant.includes(k) && v !== old) problems.push(`${k} was marked constant`);
-      if ((k === 'momentum' || k === 'max_grad_norm' || k === 'max_weight_norm') && (old === 0 || !Number.isFinite(old)) !== (v === 0 || !Number.isFinite(v))) {
-        problems.push(`${k} changes from ${old} to ${v}, which changes the update's structure`);
-      }
-    }
+    problems.push(...groupProblems(cur, spec));
     if (problems.length) throw new DiagnosticError(error('setOptimizer: this change needs a recompilation (create a new trainingModel)', undefined, problems));
     this.optimizer = spec;
     if (!this.module) return;
-    for (const [k, v] of Object.entries(spec.hyper)) {
-      const name = `optimizer.${k}`;
+    const writes: [string, number][] = Object.entries(spec.hyper).map(([k, v]) => [hyperVariableName(k), v]);
+    (spec.paramGroups ?? []).forEach((g, i) => writes.push(...Object.entries(g.hyper).map(([k, v]): [string, number] => [hyperVariableName(k, i + 1), v])));
+    for (const [name, v] of writes) {
       if (this.module.variables.has(name)) this.backend!.write(name, Tensor.scalar('float32', v));
     }
   }
+}
+
+/**
+ * What in a change of hyperparameters the compiled step cannot follow, group by group (the
+ * default group first): the groups themselves, constants and the switches of the update's
+ * structure.
+ */
+function groupProblems(cur: OptimizerSpec, spec: OptimizerSpec): string[] {
+  const problems: string[] = [];
+  const a = cur.paramGroups ?? [];
+  const b = spec.paramGroups ?? [];
+  if (a.length !== b.length) return [`the number of param_groups changes from ${a.length} to ${b.length}`];
+  const sameSet = (x: readonly string[], y: readonly string[]) => x.length === y.length && x.every((p) => y.includes(p));
+  a.forEach((g, i) => {
+    if (!sameSet(g.params, b[i]!.params)) problems.push(`the weights of param_groups[${i}] change (group membership is fixed when compiling)`);
+    // a group reads its own variable for what it sets and the default group's for the rest
+    if (!sameSet(Object.keys(g.hyper), Object.keys(b[i]!.hyper))) {
+      problems.push(`param_groups[${i}] sets ${Object.keys(b[i]!.hyper).join(', ') || 'nothing'} instead of ${Object.keys(g.hyper).join(', ') || 'nothing'}`);
+    }
+  });
+  if (problems.length) return problems;
+  for (let k = 0; k <= a.length; k++) {
+    const hOld = groupHyper(cur, k);
+    const hNew = groupHyper(spec, k);
+    const where = k === 0 ? '' : ` in param_groups[${k - 1}]`;
+    // a group reports only what it sets itself: the rest is the default group's, reported once
+    for (const [n, v] of Object.entries(k === 0 ? hNew : b[k - 1]!.hyper)) {
+      const old = hOld[n]!;
+      if (cur.constant.includes(n) && v !== old) problems.push(`${n} was marked constant${where}`);
+      if ((n === 'momentum' || n === 'max_grad_norm' || n === 'max_weight_norm') && (old === 0 || !Number.isFinite(old)) !== (v === 0 || !Number.isFinite(v))) {
+        problems.push(`${n} changes from ${old} to ${v}${where}, which changes the update's structure`);
+      }
+    }
+  }
+  return problems;
 }
 
 /** PopTorch's trainingModel: the step (forward, loss, backward, reduction, update) runs on the device. */
