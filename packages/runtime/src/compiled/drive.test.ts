@@ -62,8 +62,10 @@ describe('driving Waiting work', () => {
       expect(new TextDecoder().decode(blocked.payload)).toBe('abc');
       expect(new TextDecoder().decode(awaited.payload)).toBe('abc');
       expect(duringSync).toBe(0);
-      // the child sleeps 300 ms before it answers
-      expect(ticks).toBeGreaterThanOrEqual(5);
+      // the child sleeps 300 ms before it answers: the timer ran meanwhile. The interval, overdue
+      // after the blocking request, fires once as the await begins; a second tick can only come
+      // while the request is awaited (how many more depends on the machine's load)
+      expect(ticks).toBeGreaterThanOrEqual(2);
     } finally {
       clearInterval(timer);
       proc.close();
