@@ -159,9 +159,9 @@ export function registerTrain(program: Command): void {
     const fromCli = (k: string) => this.getOptionValueSource(k) === 'cli';
     const json = !!o['json'];
     // each line a person reads has an event a program reads (--json)
-    // under mpirun (Options.Distributed from OpenMPI's environment) process 0 speaks and writes files
-    const processes = new Options().Distributed;
-    const speaks = processes.processId === 0;
+    // under mpirun (Options.Distributed, from OpenMPI's environment or the options file) only
+    // process 0 speaks and writes files; set once the options are read
+    let speaks = true;
     const say = (line: string, event: Record<string, unknown>) => {
       if (!speaks) return;
       if (json) emitEvent(event);
@@ -197,6 +197,7 @@ export function registerTrain(program: Command): void {
     }
     const { passes, timePasses } = passFlags(o);
     const options = o.options ? loadOptionsFile(o.options) : new Options();
+    speaks = options.Distributed.processId === 0;
     if (o.replicas !== undefined) options.replicationFactor(o.replicas);
     if (o.accumulation !== undefined) options.Training.gradientAccumulation(o.accumulation);
     if (o.deviceIterations !== undefined) options.deviceIterations(o.deviceIterations);

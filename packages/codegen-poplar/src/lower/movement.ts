@@ -4,6 +4,7 @@ import { GraphEmitter, shapeLiteral } from '../context.js';
 import { emitMap } from './elementwise.js';
 import type { Lowering } from './index.js';
 import { checkDynamicSlice, checkMultiSlice, checkMultiUpdateAdd } from './preconditions.js';
+import { explicitMemoryProportion } from './poplin-options.js';
 
 /**
  * Data movement. Reshape-like ops, transpose, slice, expand, concat, split, pad and tile are
@@ -283,12 +284,6 @@ function lowerScatterAdd(op: Op, e: GraphEmitter): void {
   const proportion = explicitMemoryProportion(op);
   const plan = proportion === undefined ? 'popops::SlicePlan()' : slicePlan(e, ipu, dtype, D, A * B, n, proportion, 'update');
   e.emit(`popops::multiUpdateAdd(${g}, ${base}, ${u}, ${offsets}, ${scale}.reshape({}), {0}, {1}, prog, ${plan}, poplar::OptionFlags(), ${e.debugName('scatter_add')});`);
-}
-
-/** set_available_memory on an op's result (PopTorch's set_available_memory on a gather or embedding), if any. */
-function explicitMemoryProportion(op: Op): number | undefined {
-  for (const u of op.results[0]!.uses) if (u.op.kind === 'set_available_memory') return u.op.attrs['proportion'] as number;
-  return undefined;
 }
 
 /**

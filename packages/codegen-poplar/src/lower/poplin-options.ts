@@ -7,10 +7,15 @@ import type { GraphEmitter, ModuleContext } from '../context.js';
  * its layout is the one the operation is planned with.
  */
 
+/** set_available_memory on an op's result (PopTorch's set_available_memory), if any. */
+export function explicitMemoryProportion(op: Op): number | undefined {
+  for (const u of op.results[0]!.uses) if (u.op.kind === 'set_available_memory') return u.op.attrs['proportion'] as number;
+  return undefined;
+}
+
 /** The available-memory proportion for an op: set_available_memory on its result, else the options. */
 export function memoryProportion(op: Op, mc: ModuleContext): number {
-  for (const u of op.results[0]!.uses) if (u.op.kind === 'set_available_memory') return u.op.attrs['proportion'] as number;
-  return mc.availableMemoryProportion(op.annotations.ipu ?? 0);
+  return explicitMemoryProportion(op) ?? mc.availableMemoryProportion(op.annotations.ipu ?? 0);
 }
 
 /**

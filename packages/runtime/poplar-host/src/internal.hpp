@@ -6,6 +6,7 @@
 #include <poplar/DataStream.hpp>
 #include <poplar/Graph.hpp>
 #include <poplar/HalfFloat.hpp>
+#include <poplar/OptionFlags.hpp>
 #include <poplar/Program.hpp>
 #include <poplar/Target.hpp>
 #include <poplar/Tensor.hpp>
@@ -331,6 +332,10 @@ std::string shapeString(const std::vector<std::size_t> &shape);
 /// "vertex 3 ('Name' in compute set 'cs')" for messages.
 std::string vertexLabel(const GraphState &s, unsigned vertexId);
 std::size_t product(const std::vector<std::size_t> &shape);
+
+/// Checks an availableMemoryProportion option, when set, as PopLibs does (a number in [0, 1]);
+/// `op` names the operation in the poplar::invalid_option it throws otherwise.
+void checkMemoryProportion(const poplar::OptionFlags &o, const char *op);
 
 /// Formats a message from stream pieces: message("a", 1, "b").
 template <class... A> std::string message(const A &...a) {

@@ -19,6 +19,16 @@ using poplar_host::message;
 using poplar_host::ReplicaContext;
 using poplar_host::shapeString;
 
+void poplar_host::checkMemoryProportion(const poplar::OptionFlags &o, const char *op) {
+  const auto amp = o.get("availableMemoryProportion", "");
+  if (amp.empty()) return;
+  char *end = nullptr;
+  const double v = std::strtod(amp.c_str(), &end);
+  if (end == amp.c_str() || *end != '\0' || !(v >= 0.0 && v <= 1.0))
+    throw poplar::invalid_option(message(op, ": invalid value '", amp,
+                                         "' for option availableMemoryProportion (expected a number in [0, 1])"));
+}
+
 namespace poplin {
 
 void addCodelets(poplar::Graph &) {}
@@ -32,14 +42,7 @@ std::string nameOf(const poplar::DebugContext &dc, const char *op) {
 /// The options the emulation understands are checked like PopLibs does;
 /// others are accepted and ignored.
 void checkOptions(const poplar::OptionFlags &o, const char *op) {
-  const auto amp = o.get("availableMemoryProportion", "");
-  if (!amp.empty()) {
-    char *end = nullptr;
-    const double v = std::strtod(amp.c_str(), &end);
-    if (end == amp.c_str() || *end != '\0' || !(v >= 0.0 && v <= 1.0))
-      throw poplar::invalid_option(message(op, ": invalid value '", amp,
-                                           "' for option availableMemoryProportion (expected a number in [0, 1])"));
-  }
+  poplar_host::checkMemoryProportion(o, op);
   const auto pt = o.get("partialsType", "");
   if (!pt.empty() && pt != "float" && pt != "half" && pt != "FLOAT" && pt != "HALF")
     throw poplar::invalid_option(message(op, ": invalid value '", pt, "' for option partialsType (float or half)"));

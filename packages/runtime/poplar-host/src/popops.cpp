@@ -16,7 +16,6 @@
 #include <poputil/exceptions.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -589,13 +588,7 @@ SlicePlan plan(const poplar::Graph &, const poplar::Type &, const std::size_t, c
   const auto op = options.get("operationForUpdate", "add");
   if (op != "none" && op != "add" && op != "max" && op != "mul")
     throw poplar::invalid_option(message("embedding::plan: invalid value '", op, "' for option operationForUpdate (none, add, max or mul)"));
-  const auto amp = options.get("availableMemoryProportion", "");
-  if (!amp.empty()) {
-    char *end = nullptr;
-    const double v = std::strtod(amp.c_str(), &end);
-    if (end == amp.c_str() || *end != '\0' || !(v >= 0.0 && v <= 1.0))
-      throw poplar::invalid_option(message("embedding::plan: invalid value '", amp, "' for option availableMemoryProportion (expected a number in [0, 1])"));
-  }
+  poplar_host::checkMemoryProportion(options, "embedding::plan");
   return SlicePlan();
 }
 } // namespace embedding

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -9,7 +8,7 @@ import { safeFileName } from '@tilegraph/codegen-poplar';
 import type { BuildPlan, DeviceChoice, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { Job, JobFailure, runJobs } from './sync.js';
 import { Waiting, driveSync } from './drive.js';
-import { SdkVersion, Toolchain, findOnPath, findToolchain } from './toolchain.js';
+import { SdkVersion, Toolchain, findOnPath, findToolchain, firstLine } from './toolchain.js';
 import { BuildInputs, explainCacheMiss } from './explain.js';
 import { EntryExpectation, ManifestInfo, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
@@ -287,7 +286,7 @@ export function* mpiLibrarySteps(opts: BuildOptions = {}): Waiting<MpiLibrary> {
   const files = ['tilegraph_mpi.h', 'tilegraph_mpi.cpp'];
   const h = createHash('sha256').update('tilegraph-mpi-v1\0');
   for (const f of files) h.update(`${f}\0${fs.readFileSync(path.join(srcDir, f), 'utf8')}\0`);
-  h.update(firstLineOf(mpicxx, ['--version']));
+  h.update(firstLine(mpicxx, ['--version']));
   const key = h.digest('hex');
   const final = path.join(cacheDir, `tilegraph-mpi-${key.slice(0, 24)}`);
   const lib = path.join(final, 'lib', 'libtilegraph_mpi.so');
@@ -299,12 +298,6 @@ export function* mpiLibrarySteps(opts: BuildOptions = {}): Waiting<MpiLibrary> {
     yield* runBuild([[job]], 'building the MPI library', tmp, opts, 'MPI');
     return { kind: 'library', key, compiler: mpicxx, flags };
   });
-}
-
-/** The first line a tool prints (its version), or '' when it cannot be run. */
-function firstLineOf(cmd: string, args: string[]): string {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 30_000 });
-  return (r.stdout ?? '').split('\n')[0] ?? '';
 }
 
 /** The #include lines at the head of a generated host.cpp (the same for every model): its precompiled header. */

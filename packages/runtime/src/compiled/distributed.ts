@@ -103,8 +103,8 @@ export class ProcessReplicasBackend implements Backend {
   }
 
   async runFed(streams: Readonly<Record<string, readonly Tensor[]>>, onOutput: OutputListener): Promise<Record<string, Tensor[]>> {
-    const wide = this.widen(streams);
     if (!this.inner.runFed) return this.runAsync(streams);
+    const wide = this.widen(streams);
     const mine: OutputListener = (name, replica, index, value) => {
       if (this.isLocal(replica)) onOutput(name, replica - this.first, index, value);
     };

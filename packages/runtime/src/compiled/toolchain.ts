@@ -56,7 +56,8 @@ export function findOnPath(name: string): string | undefined {
   return undefined;
 }
 
-function firstLine(cmd: string, args: string[]): string {
+/** The first line a tool prints (its version), or '' when it cannot be run. */
+export function firstLine(cmd: string, args: string[]): string {
   const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 30_000 });
   return `${r.stdout ?? ''}${r.stderr ?? ''}`.split('\n')[0]!.trim();
 }
