@@ -32,6 +32,55 @@ poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::
   return t;
 }
 
+namespace {
+std::size_t elementsOf(const std::vector<std::size_t> &shape) {
+  std::size_t n = 1;
+  for (std::size_t x : shape) n *= x;
+  return n;
+}
+
+poplar::Tensor declared(Device &d, const TensorSpec &s, std::size_t i, const std::map<std::size_t, poplar::Tensor> &made) {
+  auto it = made.find(i);
+  if (it != made.end()) return it->second;
+  return newTensor(d.ipu[s.ipu], s.type, s.shape, s.grain, s.minElements, s.offset, s.name);
+}
+} // namespace
+
+void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec &s = specs[i];
+    d.state.push_back(declared(d, s, i, made));
+    const std::string handle = "v" + std::to_string(i);
+    if (s.storage == kOnChip) {
+      d.graph.createHostWrite(handle + ".w", d.state[i]);
+      d.graph.createHostRead(handle + ".r", d.state[i]);
+    } else if (s.storage == kOffChip) {
+      d.remote.emplace(i, d.graph.addRemoteBuffer(handle + ".remote", s.type, elementsOf(s.shape), 1));
+    }
+  }
+}
+
+void declareInputs(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec &s = specs[i];
+    d.inputs.push_back(declared(d, s, i, made));
+    d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in" + std::to_string(i), s.type, elementsOf(s.shape)));
+  }
+}
+
+std::vector<poplar::Tensor> callFunction(poplar::Graph &g, poplar::program::Sequence &prog, const OutlinedFunction &f,
+                                         const std::vector<poplar::Tensor> &args, const std::string &name) {
+  for (std::size_t i = 0; i < f.params.size(); ++i) prog.add(poplar::program::Copy(args[i], f.params[i]));
+  prog.add(poplar::program::Call(f.function, name));
+  std::vector<poplar::Tensor> out;
+  out.reserve(f.results.size());
+  for (const poplar::Tensor &r : f.results) {
+    out.push_back(g.clone(r, name));
+    prog.add(poplar::program::Copy(r, out.back()));
+  }
+  return out;
+}
+
 // poplin's parameters of a 2-D convolution: field, kernel, channels per group and groups, with
 // the padding, kernel dilation and output stride transforms.
 poplin::ConvParams convParams(const poplar::Type &type, std::size_t batch, std::vector<std::size_t> field,

@@ -96,6 +96,39 @@ template <typename F> void forEachRegion(poplar::Graph &g, const poplar::Tensor 
 // cost plus perElement cycles per element, shared by the six workers of the tile.
 void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsigned perElement);
 
+// A state or input tensor as a program's declare() lists it: spread linearly over the tiles of
+// its IPU in whole grains from tile `offset` on, unless a PopLibs creation function made it.
+struct TensorSpec {
+  const char *name;
+  poplar::Type type;
+  std::vector<std::size_t> shape;
+  unsigned ipu;
+  unsigned grain, minElements, offset;
+  // where state lives between runs (kOnChip, kOffChip, kTransient); inputs: kOnChip
+  unsigned storage;
+};
+
+// Adds the state tensors in table order (`made`: those laid out by PopLibs, by index), with the
+// host handles "v<i>.w" / "v<i>.r" of on-chip state and the remote buffer "v<i>.remote" of
+// off-chip state.
+void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made);
+
+// Adds the input tensors in table order, each with its host-to-device stream "in<i>".
+void declareInputs(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made);
+
+// A repeated layer lowered once (outlining): the function, its parameter tensors (the inputs of
+// an occurrence are copied into them) and its result tensors.
+struct OutlinedFunction {
+  poplar::Function function;
+  std::vector<poplar::Tensor> params;
+  std::vector<poplar::Tensor> results;
+};
+
+// One occurrence of an outlined function: copies `args` into its parameter tensors, calls it and
+// returns copies of its results laid out like them (the next occurrence overwrites its own).
+std::vector<poplar::Tensor> callFunction(poplar::Graph &g, poplar::program::Sequence &prog, const OutlinedFunction &f,
+                                         const std::vector<poplar::Tensor> &args, const std::string &name);
+
 // Advances a ring buffer's counter (a scalar) modulo the ring's depth, on the counter's tile
 // (pipeline stashes).
 void advanceRing(poplar::Graph &g, const poplar::Tensor &counter, unsigned depth, const std::string &vertex,

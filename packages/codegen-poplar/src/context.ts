@@ -35,6 +35,11 @@ export interface GenerateOptions {
    * instead of one each (default true; false: a compute set per lowered op, to compare against).
    */
   mergeComputeSets?: boolean;
+  /**
+   * Lower repeated regions of a graph (layers with the same structure) once, as a
+   * poplar::Function each occurrence calls (default true; PopART's enableOutlining).
+   */
+  outline?: boolean;
   /** Largest number of element-wise ops fused into one vertex (default 32). */
   maxFusedOps?: number;
   /** Plan memory without failing when a tile is over its bytes (for reports; Poplar's debug.allowOutOfMemory). */
@@ -146,6 +151,8 @@ export class ModuleContext {
   /** File-scope declarations (constant arrays). */
   readonly fileScope: string[] = [];
   usesRandom = false;
+  /** The C++ functions building the outlined functions (file scope, before the graphs). */
+  readonly functionBodies: string[] = [];
   readonly headerFeatures = new Set<string>();
 
   constructor(
@@ -356,6 +363,34 @@ export class GraphEmitter {
 
   setRef(v: Value, r: ValueRef): void {
     this.refs.set(v, r);
+  }
+
+  /**
+   * Lets `v` (and every value standing for the same tensor) read `r` until the returned function
+   * puts the old tensor back: an outlined function's body reads its parameter tensors.
+   */
+  substitute(v: Value, r: ValueRef): () => void {
+    const root = this.resolve(v);
+    const had = this.refs.get(root);
+    this.refs.set(root, r);
+    return () => {
+      if (had) this.refs.set(root, had);
+      else this.refs.delete(root);
+    };
+  }
+
+  /** Makes `r` the tensor of `v` (an outlined builder's result), touching its memory now. */
+  rebind(v: Value, r: ValueRef): void {
+    this.aliasOf.delete(v);
+    this.refs.set(v, r);
+    this.touch(r.buffers);
+  }
+
+  /** Gives `v` a tensor made by `expr` with memory of its own: an outlined function's result, copied out. */
+  adopt(v: Value, expr: string, ipu: number): void {
+    this.aliasOf.delete(v);
+    const b = this.allocate('activation', v.type.dtype, v.type.shape, ipu, this.valueLabel(v));
+    this.refs.set(v, { expr, ipu, roots: new Set(), buffers: [b], whole: false });
   }
 
   /**

@@ -31,6 +31,7 @@ import { chooseMappingOffset, runsOf } from './memory.js';
 import { StateWrites } from './state-writes.js';
 import { fixedVertex } from './codelets.js';
 import { scheduleGraph } from './schedule.js';
+import { OutlineClass, OutlinedFunction, callFunction, lowerFunction, outlineMode, planOutlining } from './outline.js';
 import { DECOMPOSED_OPS, LOWERINGS } from './lower/index.js';
 import { Fusion, isElementwise } from './lower/elementwise.js';
 import { cppComment, cppStringLiteral } from './sanitize.js';
@@ -221,13 +222,11 @@ function* generateGraph(mc: ModuleContext, g: Graph, fn: string): Pausable<{ cod
     writeState(a);
   });
   e.onEmitted = (ops) => writes.markEmitted(ops);
-  let sincePause = 0;
-  for (const op of order) {
-    if (++sincePause === 100) {
-      sincePause = 0;
-      yield;
-    }
-    e.current = op;
+  /**
+   * Lowers one op into the program (or the function body being built); true when its code is in
+   * the program now (fused element-wise ops are told through onEmitted when their group closes).
+   */
+  const lower = (op: Op): boolean => {
     if (SOURCE_KINDS.has(op.kind) || op.kind === 'assign' || ALIAS_OPS.has(op.kind)) {
       // an assign's value is finished: emit it, so that the state can be written early
       if (op.kind === 'assign') {
@@ -236,21 +235,55 @@ function* generateGraph(mc: ModuleContext, g: Graph, fn: string): Pausable<{ cod
       }
       if (ALIAS_OPS.has(op.kind)) e.alias(op.result, op.operands[0]!);
       else LOWERINGS[op.kind]!(op, e);
-      if (op.kind !== 'assign') writes.markEmitted([op]);
-      writes.flush();
-      continue;
+      return op.kind !== 'assign';
     }
     if (isElementwise(op)) {
       fusion.add(op);
-      writes.flush();
-      continue;
+      return false;
     }
     fusion.closeFeeding(op);
     e.current = op;
     const res = op.results.map((r) => `%${r.id}`).join(', ');
     e.comment(`${res}${res ? ' = ' : ''}${op.kind}(${op.operands.map((v) => `%${v.id}`).join(', ')})  ${mc.location(op)}`);
     LOWERINGS[op.kind]!(op, e);
-    writes.markEmitted([op]);
+    return true;
+  };
+  const outlining = mc.opts.outline === false ? undefined : planOutlining(g, order);
+  const functions = new Map<OutlineClass, OutlinedFunction>();
+  let sincePause = 0;
+  const pending = outlining?.order ?? order;
+  for (let i = 0; i < pending.length; i++) {
+    const op = pending[i]!;
+    if (++sincePause === 100) {
+      sincePause = 0;
+      yield;
+    }
+    const region = outlining?.regionOf.get(op);
+    if (region) {
+      // the region's ops come in one run: lower the function once, then call it
+      fusion.closeAll();
+      let fn = functions.get(region.cls);
+      const first = !fn;
+      if (!fn) {
+        // a result the caller reads is finished at once (an open fused group would keep what it
+        // reads live to the end of the region, as an assign outside would not)
+        const outputs = new Set(region.outputs);
+        const lowerOp = (x: Op) => {
+          e.current = x;
+          lower(x);
+          for (const r of x.results) if (outputs.has(r)) fusion.closeProducing(r);
+        };
+        fn = lowerFunction(e, region, mc.ids.get(`layer_${mc.functionBodies.length}`, 'function'), outlineMode(region), lowerOp, () => fusion.closeAll());
+        functions.set(region.cls, fn);
+      }
+      callFunction(e, region, fn, first);
+      writes.markEmitted(region.ops);
+      writes.flush();
+      i += region.ops.length - 1;
+      continue;
+    }
+    e.current = op;
+    if (lower(op)) writes.markEmitted([op]);
     writes.flush();
   }
   fusion.closeAll();
@@ -497,10 +530,10 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
 }
 
 /**
- * A state or input tensor: in the layout planned for the matmul or convolution that first reads
- * it (poplin creates it, with that operation's option flags), or spread linearly from `offset`.
+ * A state or input tensor laid out for the matmul or convolution that first reads it (poplin
+ * creates it, with that operation's option flags); undefined when it is spread linearly.
  */
-function newStateTensor(mc: ModuleContext, key: string, s: { ipu: number; dtype: DType; shape: readonly number[]; name: string }, offset: number): string {
+function plannedStateTensor(mc: ModuleContext, key: string, s: { ipu: number; dtype: DType; shape: readonly number[]; name: string }): string | undefined {
   const dt = deviceType(s.dtype);
   const p = mc.planned.get(key);
   const name = cppStringLiteral(s.name, 64);
@@ -512,30 +545,36 @@ function newStateTensor(mc: ModuleContext, key: string, s: { ipu: number; dtype:
     const create = p.role === 'input' ? 'createInput' : 'createWeights';
     return `poplin::${create}(d.ipu[${s.ipu}], ${convParamsExpr(p.conv, s.dtype)}, ${name}, poplar::OptionFlags${poplinOptionList(p.reader, mc)}).reshape(${shapeLiteral(s.shape)})`;
   }
-  const { grain, minElements } = linearMappingParams(s.dtype);
-  return `newTensor(d.ipu[${s.ipu}], ${dt.poplar}, ${shapeLiteral(s.shape)}, ${grain}, ${minElements}, ${offset}, ${cppStringLiteral(s.name, 64)})`;
+  return undefined;
 }
 
-/** Declarations of the state, input tensors and streams (the handles the protocol names). */
+const STORAGE = { on_chip: 'kOnChip', off_chip: 'kOffChip', transient: 'kTransient' } as const;
+
+/**
+ * The state's or inputs' table for declareState / declareInputs (one row each, in handle order),
+ * and the statements making those PopLibs lays out.
+ */
+function tensorTable(mc: ModuleContext, prefix: 'st' | 'in', made: string, list: readonly { ipu: number; dtype: DType; shape: readonly number[]; name: string; storage?: StateInfo['storage'] }[], buffers: ReadonlyMap<string, Allocation>): { planned: string[]; rows: string[] } {
+  const planned: string[] = [];
+  const rows = list.map((s, i) => {
+    const p = plannedStateTensor(mc, `${prefix}:${s.name}`, s);
+    if (p) planned.push(`  ${made}[${i}] = ${p};`);
+    const { grain, minElements } = linearMappingParams(s.dtype);
+    const offset = buffers.get(s.name)!.span.offset;
+    return `    {${cppStringLiteral(s.name, 64)}, ${deviceType(s.dtype).poplar}, ${shapeLiteral(s.shape)}, ${s.ipu}, ${grain}, ${minElements}, ${offset}, ${STORAGE[s.storage ?? 'on_chip']}},`;
+  });
+  return { planned, rows };
+}
+
+/** Declarations of the state, input tensors and streams (the handles the protocol names), as tables. */
 function generateDeclare(mc: ModuleContext): string {
   const l: string[] = ['void declare(Device &d) {'];
-  for (const s of mc.state) {
-    l.push(`  // ${s.role} ${cppComment(s.name, 80)}`);
-    l.push(`  d.state.push_back(${newStateTensor(mc, `st:${s.name}`, s, mc.stateBuffers.get(s.name)!.span.offset)});`);
-    if (s.storage === 'on_chip') {
-      l.push(`  d.graph.createHostWrite("v${s.index}.w", d.state[${s.index}]);`);
-      l.push(`  d.graph.createHostRead("v${s.index}.r", d.state[${s.index}]);`);
-    } else if (s.storage === 'off_chip') {
-      // the host reads and writes it through its remote buffer, one row per replica
-      l.push(`  d.remote.emplace(${s.index}, d.graph.addRemoteBuffer("v${s.index}.remote", ${deviceType(s.dtype).poplar}, ${numElements(s.shape)}, 1));`);
-    }
-  }
-  for (const s of mc.inputs) {
-    const dt = deviceType(s.dtype);
-    l.push(`  // input ${cppComment(s.name, 80)}`);
-    l.push(`  d.inputs.push_back(${newStateTensor(mc, `in:${s.name}`, s, mc.inputBuffers.get(s.name)!.span.offset)});`);
-    l.push(`  d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in${s.index}", ${dt.poplar}, ${numElements(s.shape)}));`);
-  }
+  const state = tensorTable(mc, 'st', 'madeState', mc.state, mc.stateBuffers);
+  const inputs = tensorTable(mc, 'in', 'madeInputs', mc.inputs, mc.inputBuffers);
+  l.push('  // state and inputs: name, type, shape, IPU, grain, min elements a tile, first tile, storage');
+  l.push('  std::map<std::size_t, poplar::Tensor> madeState, madeInputs;', ...state.planned, ...inputs.planned);
+  l.push('  declareState(d, {', ...state.rows, '  }, madeState);');
+  l.push('  declareInputs(d, {', ...inputs.rows, '  }, madeInputs);');
   for (const o of mc.outputs) {
     l.push(`  // ${o.kind} ${cppComment(o.kind === 'print' ? (o.title ?? '') : o.name, 80)}`);
     l.push(`  d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out${o.index}", ${deviceType(o.dtype).poplar}, ${numElements(o.shape)}));`);
@@ -643,6 +682,7 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     ...mc.fileScope.map((x) => `${x}\n`),
     declare,
     '',
+    ...mc.functionBodies.map((c) => `${c}\n`),
     ...graphCode.map((c) => `${c}\n`),
     program,
     '',

@@ -201,6 +201,13 @@ export class MemoryPlanner {
     this.buffers.push(b);
   }
 
+  /** The same memory on `ipu` (an outlined function built there too, or called again). */
+  duplicate(b: Allocation, ipu: number): Allocation {
+    const copy = new Allocation(this.buffers.length, b.kind, { ...b.span, ipu }, b.label, b.blame, b.flatBytesPerTile);
+    this.buffers.push(copy);
+    return copy;
+  }
+
   private push(kind: AllocationKind, span: TileSpan, blame: Op | undefined, label: string): Allocation {
     const b = new Allocation(this.buffers.length, kind, span, label, blame);
     this.buffers.push(b);

@@ -868,6 +868,7 @@ describe('toJSON / fromJSON', () => {
       module_namescope_enabled: true,
       relax_optimizer_attributes_checks: false,
       auto_recomputation: 'None',
+      enable_outlining: true,
       execution_strategy: { type: 'PipelinedExecution', auto_stage: 'SameAsIpu', stages: [] },
       Training: {
         gradient_accumulation: 1,
@@ -911,7 +912,7 @@ describe('toJSON / fromJSON', () => {
       [[], 'options JSON: expected an object, got []'],
       [
         { device_iteration: 4 },
-        'options JSON: unknown key "device_iteration"; accepted keys are device_iterations, replication_factor, input_group_size, input_group_type, output_mode, output_return_period, anchored_tensors, source_location_excludes, synthetic_data, connection_type, use_model, auto_round_num_ipus, available_memory_proportion, sync_pattern, broadcast_buffers, log_dir, max_repeat_logs, log_cycle_count, show_compilation_progress_bar, executable_timeout, stable_norm, module_namescope_enabled, relax_optimizer_attributes_checks, auto_recomputation, execution_strategy, Training, Precision, TensorLocations, Distributed, random_seed, executable_cache_dir, ipu_version, ipu_id, model_name, profile_dir, automatic_loss_scaling_settings',
+        'options JSON: unknown key "device_iteration"; accepted keys are device_iterations, replication_factor, input_group_size, input_group_type, output_mode, output_return_period, anchored_tensors, source_location_excludes, synthetic_data, connection_type, use_model, auto_round_num_ipus, available_memory_proportion, sync_pattern, broadcast_buffers, log_dir, max_repeat_logs, log_cycle_count, show_compilation_progress_bar, executable_timeout, stable_norm, module_namescope_enabled, relax_optimizer_attributes_checks, auto_recomputation, enable_outlining, execution_strategy, Training, Precision, TensorLocations, Distributed, random_seed, executable_cache_dir, ipu_version, ipu_id, model_name, profile_dir, automatic_loss_scaling_settings',
       ],
       [{ device_iterations: 0 }, 'options JSON, key device_iterations: deviceIterations: expected a positive integer, got 0'],
       [

@@ -56,21 +56,18 @@ const std::vector<std::size_t> kInputBytes = {1152};
 const std::vector<std::size_t> kOutputBytes = {16, 16};
 
 void declare(Device &d) {
-  // weight conv.weight
-  d.state.push_back(poplin::createWeights(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "conv.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({4, 1, 3, 3}));
-  d.graph.createHostWrite("v0.w", d.state[0]);
-  d.graph.createHostRead("v0.r", d.state[0]);
-  // weight conv.bias
-  d.state.push_back(newTensor(d.ipu[0], poplar::FLOAT, {4}, 2, 32, 0, "conv.bias"));
-  d.graph.createHostWrite("v1.w", d.state[1]);
-  d.graph.createHostRead("v1.r", d.state[1]);
-  // accumulator conv.weight.accum
-  d.state.push_back(newTensor(d.ipu[0], poplar::FLOAT, {4, 1, 3, 3}, 2, 32, 1, "conv.weight.accum"));
-  d.graph.createHostWrite("v2.w", d.state[2]);
-  d.graph.createHostRead("v2.r", d.state[2]);
-  // input image
-  d.inputs.push_back(poplin::createInput(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "image", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({2, 1, 6, 6}));
-  d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in0", poplar::FLOAT, 72));
+  // state and inputs: name, type, shape, IPU, grain, min elements a tile, first tile, storage
+  std::map<std::size_t, poplar::Tensor> madeState, madeInputs;
+  madeState[0] = poplin::createWeights(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "conv.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({4, 1, 3, 3});
+  madeInputs[0] = poplin::createInput(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "image", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({2, 1, 6, 6});
+  declareState(d, {
+    {"conv.weight", poplar::FLOAT, {4, 1, 3, 3}, 0, 2, 32, 833, kOnChip},
+    {"conv.bias", poplar::FLOAT, {4}, 0, 2, 32, 0, kOnChip},
+    {"conv.weight.accum", poplar::FLOAT, {4, 1, 3, 3}, 0, 2, 32, 1, kOnChip},
+  }, madeState);
+  declareInputs(d, {
+    {"image", poplar::FLOAT, {2, 1, 6, 6}, 0, 2, 32, 1398, kOnChip},
+  }, madeInputs);
   // output loss
   d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out0", poplar::FLOAT, 1));
   // print loss

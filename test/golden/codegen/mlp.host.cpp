@@ -56,21 +56,19 @@ const std::vector<std::size_t> kInputBytes = {256};
 const std::vector<std::size_t> kOutputBytes = {96, 32, 32};
 
 void declare(Device &d) {
-  // weight fc1.weight
-  d.state.push_back(poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "fc1.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}}));
-  d.graph.createHostWrite("v0.w", d.state[0]);
-  d.graph.createHostRead("v0.r", d.state[0]);
-  // weight fc1.bias
-  d.state.push_back(newTensor(d.ipu[0], poplar::FLOAT, {16}, 2, 32, 0, "fc1.bias"));
-  d.graph.createHostWrite("v1.w", d.state[1]);
-  d.graph.createHostRead("v1.r", d.state[1]);
-  // weight fc2.weight
-  d.state.push_back(poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 16}, {16, 3}, "fc2.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}}));
-  d.graph.createHostWrite("v2.w", d.state[2]);
-  d.graph.createHostRead("v2.r", d.state[2]);
-  // input x
-  d.inputs.push_back(poplin::createMatMulInputLHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "x", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}}));
-  d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in0", poplar::FLOAT, 32));
+  // state and inputs: name, type, shape, IPU, grain, min elements a tile, first tile, storage
+  std::map<std::size_t, poplar::Tensor> madeState, madeInputs;
+  madeState[0] = poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "fc1.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
+  madeState[2] = poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 16}, {16, 3}, "fc2.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
+  madeInputs[0] = poplin::createMatMulInputLHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "x", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
+  declareState(d, {
+    {"fc1.weight", poplar::FLOAT, {8, 16}, 0, 2, 32, 861, kOnChip},
+    {"fc1.bias", poplar::FLOAT, {16}, 0, 2, 32, 0, kOnChip},
+    {"fc2.weight", poplar::FLOAT, {16, 3}, 0, 2, 32, 262, kOnChip},
+  }, madeState);
+  declareInputs(d, {
+    {"x", poplar::FLOAT, {4, 8}, 0, 2, 32, 425, kOnChip},
+  }, madeInputs);
   // output logits
   d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out0", poplar::FLOAT, 12));
   // output mean

@@ -406,6 +406,12 @@ export class Fusion {
     } else this.open.push({ ops: [op], members: new Set([op]), shape: [...shape], ipu });
   }
 
+  /** Closes the group producing `v`, if one is open. */
+  closeProducing(v: Value): void {
+    const g = this.groupOf(v);
+    if (g) this.close(g);
+  }
+
   /** Closes the groups producing any operand of `op`. */
   closeFeeding(op: Op): void {
     for (const v of op.operands) {

@@ -286,11 +286,13 @@ export class PopartOptions {
   constructor(
     private readonly setRecomputation: (type: RecomputationType) => void,
     private readonly setLossScaling: (key: keyof AutomaticLossScalingSettingsJSON | 'enabled', value: number | boolean) => void = () => {},
+    private readonly setOutlining: (on: boolean) => void = () => {},
   ) {}
 
   /**
    * `set("autoRecomputation", n)`: n is PopART's RecomputationType integer (0 None, 1 Standard,
    * 2 NormOnly, 3 Pipeline, 4 RecomputeAll) or a RecomputationType member.
+   * `set("enableOutlining", b)`: lower repeated layers once, as a function (default true).
    */
   set(key: string, value: unknown): this {
     const option = '_Popart.set';
@@ -299,13 +301,17 @@ export class PopartOptions {
       this.setLossScaling('enabled', checkBool(`${option}(${fmt(key)})`, value));
       return this;
     }
+    if (key === 'enableOutlining') {
+      this.setOutlining(checkBool(`${option}(${fmt(key)})`, value));
+      return this;
+    }
     const als = LOSS_SCALING_KEYS[key];
     if (als) {
       this.setLossScaling(als, checkLossScalingSetting(`${option}(${fmt(key)})`, als, value));
       return this;
     }
     if (key !== 'autoRecomputation') {
-      const known = ['autoRecomputation', 'automaticLossScalingSettings.enabled', ...Object.keys(LOSS_SCALING_KEYS)];
+      const known = ['autoRecomputation', 'enableOutlining', 'automaticLossScalingSettings.enabled', ...Object.keys(LOSS_SCALING_KEYS)];
       throw new OptionsError(`unknown PopART option ${fmt(key)}; the PopART options tilegraph acts on are: ${known.join(', ')}`, option);
     }
     if (typeof value === 'number') {

@@ -46,6 +46,8 @@ export interface OptionsJSON {
   module_namescope_enabled: boolean;
   relax_optimizer_attributes_checks: boolean;
   auto_recomputation: RecomputationType;
+  /** Lower repeated layers once, as a function each occurrence calls (PopART's enableOutlining). */
+  enable_outlining: boolean;
   /** Set by `_Popart.set("automaticLossScalingSettings.<name>", v)`; absent when none was set. */
   automatic_loss_scaling_settings?: AutomaticLossScalingSettingsJSON;
   execution_strategy: ExecutionStrategyJSON;
@@ -117,6 +119,7 @@ export class Options {
     module_namescope_enabled: true,
     relax_optimizer_attributes_checks: false,
     auto_recomputation: RecomputationType.None,
+    enable_outlining: true,
   };
   private strategy: ExecutionStrategy = new PipelinedExecution();
   private readonly training = new TrainingOptions();
@@ -130,6 +133,9 @@ export class Options {
     (key, value) => {
       if (key === 'enabled') this.training.setAutomaticLossScaling(value as boolean);
       else this.v.automatic_loss_scaling_settings = { ...(this.v.automatic_loss_scaling_settings ?? DEFAULT_AUTOMATIC_LOSS_SCALING_SETTINGS), [key]: value };
+    },
+    (on) => {
+      this.v.enable_outlining = on;
     },
   );
 
@@ -530,6 +536,9 @@ export class Options {
     return this.v.relax_optimizer_attributes_checks;
   }
   /** Set by `_Popart.set("autoRecomputation", n)`. */
+  get enable_outlining(): boolean {
+    return this.v.enable_outlining;
+  }
   get auto_recomputation(): RecomputationType {
     return this.v.auto_recomputation;
   }
@@ -765,6 +774,7 @@ export class Options {
       },
       relax_optimizer_attributes_checks: (x) => this.relaxOptimizerAttributesChecks(x),
       auto_recomputation: (x) => this.popart.set('autoRecomputation', x),
+      enable_outlining: (x) => this.popart.set('enableOutlining', x),
       automatic_loss_scaling_settings: (x) => {
         if (!isPlainObject(x)) throw new OptionsError(`expected an object, got ${fmt(x)}`);
         checkKeys(x, Object.values(LOSS_SCALING_KEYS), 'automatic_loss_scaling_settings');
@@ -943,6 +953,7 @@ export class Options {
     if (!j.module_namescope_enabled) out.push('disableModuleNamescope()');
     if (j.relax_optimizer_attributes_checks) out.push('relaxOptimizerAttributesChecks(True)');
     if (j.auto_recomputation !== d.auto_recomputation) out.push(`_Popart.set("autoRecomputation", RecomputationType.${j.auto_recomputation})`);
+    if (!j.enable_outlining) out.push('_Popart.set("enableOutlining", False)');
     for (const [k, name] of Object.entries(LOSS_SCALING_KEYS)) {
       const v = j.automatic_loss_scaling_settings?.[name];
       if (v !== undefined && v !== DEFAULT_AUTOMATIC_LOSS_SCALING_SETTINGS[name]) out.push(`_Popart.set(${lit(k)}, ${lit(v)})`);

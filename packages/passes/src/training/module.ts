@@ -307,6 +307,11 @@ export const accumulatePass = definePass<TrainingState>('accumulate', 'accumulat
   const params = new Map(step.parameters().map((p) => [p.attrs['name'] as string, p]));
   s.accumulators = s.trained!.map((name) => {
     const p = params.get(name)!;
+    // part of the weight's backward pass (`<scope>/grad/accumulate`), so that repeated layers
+    // accumulate inside their outlined backward function
+    return b.withScopePath(p.scope ? `${p.scope}/grad/accumulate` : '', () => accumulate(name, p));
+  });
+  function accumulate(name: string, p: Op): string {
     b.loc = p.loc;
     // on the weight's IPU; in a pipeline, in the backward stage that makes the gradient
     const { stage: _stage, ...place } = placementOf(p);
@@ -319,7 +324,7 @@ export const accumulatePass = definePass<TrainingState>('accumulate', 'accumulat
     const next = running ? b.op('add', [b.op('mul', [a, cast(keep!)]), b.op('mul', [g, cast(fresh!)])]) : b.op('add', [a, g]);
     b.addOp('assign', [next], { name: accName });
     return accName;
-  });
+  }
 });
 
 /** optimizer: the update graph — reduced gradient, clipping, the optimizer rule, accumulator reset. */
@@ -350,8 +355,9 @@ export const optimizerPass = definePass<TrainingState>('optimizer', 'build the w
     const k = replicasSharing(settings, name);
     const divisor = settings.reduction !== 'mean' ? 1 : strategy === 'post' ? A * k : strategy === 'postandloss' ? (A * k) / R : 1;
     const g = divisor === 1 ? a : u.op('div', [a, u.scalar(acc, divisor)]);
-    u.addOp('assign', [u.op('expand', [u.scalar(acc, 0)], { shape: [...p.result.type.shape] })], { name: accName });
-    return { name, weight: w, grad: g, ...(shard ? { store: shard.names.weight } : {}) };
+    // the reset is part of the weight's update (one outlined function for a repeated layer's updates)
+    u.withScopePath(p.scope ? `${p.scope}/update` : '', () => u.addOp('assign', [u.op('expand', [u.scalar(acc, 0)], { shape: [...p.result.type.shape] })], { name: accName }));
+    return { name, weight: w, grad: g, scope: p.scope, ...(shard ? { store: shard.names.weight } : {}) };
   });
   if (settings.reduction === 'mean' && strategy === 'running') u.addOp('assign', [u.scalar('float32', 0)], { name: 'accum.counter' });
   emitOptimizerStep(u, optimizer, weights, t);

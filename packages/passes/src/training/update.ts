@@ -9,6 +9,8 @@ export interface WeightUpdate {
   readonly grad: Value;
   /** The variable the new weight is written to (the weight's shard under replicated tensor sharding); default `name`. */
   readonly store?: string;
+  /** The weight's name scope in the model: its update is emitted in `<scope>/update`. */
+  readonly scope?: string;
 }
 
 /** Emits the arithmetic of an optimizer step; small helpers keep the formulas readable. */
@@ -37,9 +39,12 @@ class Emitter {
     let v = this.hyperCache.get(key);
     if (!v) {
       const varName = hyperVariableName(name, k);
-      v = constant
-        ? this.b.scalar('float32', x)
-        : this.b.op('variable', [], { name: varName, dtype: 'float32', shape: [], init: Tensor.scalar('float32', x), role: 'hyperparameter' }, { names: [varName] });
+      // shared by every weight's update: in no weight's scope
+      v = this.b.withScopePath('', () =>
+        constant
+          ? this.b.scalar('float32', x)
+          : this.b.op('variable', [], { name: varName, dtype: 'float32', shape: [], init: Tensor.scalar('float32', x), role: 'hyperparameter' }, { names: [varName] }),
+      );
       this.hyperCache.set(key, v);
     }
     return v;
@@ -106,7 +111,8 @@ export function emitOptimizerStep(b: GraphBuilder, spec: OptimizerSpec, weights:
   const groupOf = groupIndex(spec);
   const m1 = spec.firstOrderMomentumAccumType;
   const m2 = spec.secondOrderMomentumAccumType;
-  weights.forEach((w) => {
+  weights.forEach((w) => b.withScopePath(w.scope ? `${w.scope}/update` : '', () => emitWeight(w)));
+  function emitWeight(w: WeightUpdate): void {
     // each weight's update and optimizer state carry the weight's own location and placement
     b.loc = w.weight.producer.loc;
     b.annotations = placementOf(w.weight.producer);
@@ -213,5 +219,5 @@ export function emitOptimizerStep(b: GraphBuilder, spec: OptimizerSpec, weights:
       }
     }
     e.store(w.store ?? w.name, next, w.weight.type.dtype);
-  });
+  }
 }

@@ -512,6 +512,7 @@ export function compileOptionsFrom(options: Options): CompiledBackendOptions {
     stochasticRounding: options.Precision.stochastic_rounding,
     floatingPointExceptions: options.Precision.floating_point_exceptions,
     sourceLocationExcludes: options.source_location_excludes,
+    outline: options.enable_outlining,
     device: deviceChoiceFrom(options),
     ...(options.Distributed.numProcesses > 1 ? { distributed: { processId: options.Distributed.processId, processes: options.Distributed.numProcesses } } : {}),
   };

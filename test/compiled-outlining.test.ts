@@ -1,0 +1,114 @@
+import { jest } from '@jest/globals';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Options, loadModelFile } from '@tilegraph/frontend';
+import { generatePoplar } from '@tilegraph/codegen-poplar';
+import { Module, Rng, Tensor } from '@tilegraph/ir';
+import { StepSettings, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
+import { CompiledBackend, compileOptionsFrom, stepSettingsFrom } from '@tilegraph/runtime';
+import { sameBits } from './support/trainable.js';
+
+/**
+ * Outlining: repeated layers are lowered once, as a poplar::Function each occurrence calls
+ * (GenerateOptions.outline, on by default; `_Popart.set("enableOutlining", False)` turns it off).
+ * The host code then grows with the distinct layers, not their count, and the results are the
+ * same bits as without it.
+ */
+
+jest.setTimeout(20 * 60 * 1000);
+const EXAMPLES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../examples');
+const SETTINGS: StepSettings = { deviceIterations: 1, replicationFactor: 1, gradientAccumulation: 1, reduction: 'mean', recomputation: 'none' };
+
+/** A BERT-shaped encoder (examples/bert.tg) narrowed so that generation is quick; all layers on one IPU. */
+function encoder(layers: number): Module {
+  const g = loadModelFile(path.join(EXAMPLES, 'bert.tg'), { args: { layers, ipus: 1, d_model: 64, heads: 4, ff: 128, seq: 16 } });
+  return buildInferenceModule(g, SETTINGS);
+}
+
+const hostCode = (m: Module, outline: boolean) => generatePoplar(m, { outline, allowOutOfMemory: true }).files['host.cpp'];
+/** The outlined bodies in a host program, by mode (function: a poplar::Function; builder: host code only). */
+const bodies = (host: string, mode: 'function' | 'builder') => (host.match(mode === 'function' ? /^OutlinedFunction layer_\d+\(/gm : /^std::vector<poplar::Tensor> layer_\d+\(/gm) ?? []).length;
+const calls = (host: string) => (host.match(/= (callFunction\(|layer_\d+\(d, )/g) ?? []).length;
+
+/** The BERT-shaped encoder for training, narrowed; with `checkpoints` a checkpoint per layer. */
+function trainedEncoder(ipus: number, recomputation: number, outline: boolean) {
+  const g = loadModelFile(path.join(EXAMPLES, 'bert.tg'), { args: { layers: 12, ipus, seq: 16, d_model: 128, heads: 4, ff: 512, checkpoints: recomputation > 0 } });
+  const o = new Options();
+  o._Popart.set('autoRecomputation', recomputation);
+  const module = buildTrainingModule(g, stepSettingsFrom(o), makeOptimizer('Adam', { lr: 1e-4 })).module;
+  return generatePoplar(module, { outline, allowOutOfMemory: true }).plan.memory;
+}
+
+describe('outlining', () => {
+  it('lowers the 12 layers of an encoder once: its host code is at most 1.5x that of 2 layers', () => {
+    const two = hostCode(encoder(2), true);
+    const twelve = hostCode(encoder(12), true);
+    // weights dwarf a layer's working memory: its code is shared, its tensors are not copied
+    expect(bodies(twelve, 'builder')).toBe(1);
+    expect(calls(twelve)).toBe(12);
+    expect(twelve.length).toBeLessThanOrEqual(1.5 * two.length);
+    // without outlining the code grows with every layer
+    expect(hostCode(encoder(12), false).length).toBeGreaterThan(3 * hostCode(encoder(2), false).length);
+  });
+
+  it('leaves a graph without repeated layers alone', () => {
+    const g = loadModelFile(path.join(EXAMPLES, 'mlp.tg'));
+    const m = buildTrainingModule(g, SETTINGS, makeOptimizer('SGD', { lr: 0.01 })).module;
+    expect(calls(hostCode(m, true))).toBe(0);
+    expect(hostCode(m, true)).toBe(hostCode(m, false));
+  });
+
+  it('is switched off by _Popart.set("enableOutlining", False)', () => {
+    const opts = new Options();
+    expect(compileOptionsFrom(opts).outline).toBe(true);
+    opts._Popart.set('enableOutlining', false);
+    expect(compileOptionsFrom(opts).outline).toBe(false);
+    expect(opts.toString()).toContain('_Popart.set("enableOutlining", False)');
+    expect(() => opts._Popart.set('enableOutlining', 'yes')).toThrow(/enableOutlining/);
+  });
+
+  it('a 12-layer encoder trained on 4 IPUs: the fullest tile is no fuller, and recomputation still halves the peak', () => {
+    const sharded = [trainedEncoder(4, 0, false), trainedEncoder(4, 0, true)];
+    expect(sharded[1]!.maxTileBytes).toBeLessThanOrEqual(sharded[0]!.maxTileBytes);
+    const kept = trainedEncoder(1, 0, true).perIpu[0]!;
+    const recomputed = trainedEncoder(1, 4, true).perIpu[0]!;
+    expect(recomputed.peakLiveBytes).toBeLessThan(0.6 * kept.peakLiveBytes);
+  });
+
+  it('trains a 3-layer transformer to the same bits as without it, through functions and builders', () => {
+    // three layers on IPU 0 over a long sequence of narrow vectors: the attention's working memory
+    // dwarfs the weights, so the forward layers share a poplar::Function, and so do the backward
+    // ones that match (the first layer's backward has no input gradient); each weight's update,
+    // all state, shares a builder
+    const g = loadModelFile(path.join(EXAMPLES, 'transformer.tg'), { args: { layers: 3, per_ipu: 3, seq: 64, d_model: 8, heads: 2 } });
+    const module = buildTrainingModule(g, SETTINGS, makeOptimizer('Adam', { lr: 0.01 })).module;
+    const host = hostCode(module, true);
+    expect(bodies(host, 'function')).toBe(2);
+    expect(bodies(host, 'builder')).toBeGreaterThanOrEqual(1);
+    const outlined = CompiledBackend.compile(module, { seed: 3, showProgress: false });
+    const inline = CompiledBackend.compile(module, { seed: 3, showProgress: false, outline: false });
+    const rng = new Rng(11);
+    const problems: string[] = [];
+    try {
+      for (let run = 0; run < 2; run++) {
+        const feeds: Record<string, Tensor[]> = {};
+        for (const op of g.inputs()) {
+          const t = op.result.type;
+          const n = t.shape.reduce((a, b) => a * b, 1);
+          feeds[op.attrs['name'] as string] = [Tensor.from(t.dtype, t.shape, Array.from({ length: n }, () => (t.dtype === 'int32' ? rng.nextU32() % 5 : rng.normal())))];
+        }
+        const a = outlined.run(feeds);
+        const b = inline.run(feeds);
+        for (const [name, ts] of Object.entries(b)) ts.forEach((t, k) => sameBits(a[name]![k]!, t) || problems.push(`run ${run} ${name}#${k}`));
+        for (const name of module.variables.keys()) {
+          const sa = outlined.read(name);
+          inline.read(name).forEach((t, r) => sameBits(sa[r]!, t) || problems.push(`run ${run} ${name}@${r}`));
+        }
+      }
+    } finally {
+      outlined.dispose();
+      inline.dispose();
+    }
+    expect(problems).toEqual([]);
+  });
+});
