@@ -47,8 +47,9 @@ interface Expected {
 }
 
 function expectedOf(d: DecodedTensor, onnxType: number): Expected {
-  // FLOAT, FLOAT16, DOUBLE compare with tolerance; everything else exactly
-  const float = onnxType === 1 || onnxType === 10 || onnxType === 11;
+  // float types (FLOAT, FLOAT16, DOUBLE, BFLOAT16 and the float8/float4 formats) compare with
+  // tolerance, NaN matching NaN; everything else exactly
+  const float = onnxType === 11 || isFloat(d.tensor.dtype);
   return d.wide ? { tensor: d.tensor, exact: d.wide, float } : { tensor: d.tensor, float };
 }
 

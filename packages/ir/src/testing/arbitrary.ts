@@ -10,7 +10,11 @@
  */
 import fc from 'fast-check';
 import { AttrSpec, AttrValue, InitSpec, INIT_FUNCTIONS } from '../attributes.js';
-import { DTYPES, DType, halfBitsToFloat, isFloat } from '../dtype.js';
+import { DType, halfBitsToFloat, integerRange, isFloat, isLowFloat } from '../dtype.js';
+import { roundToLowFloat } from '../float-formats.js';
+
+/** The dtypes random graphs use unless told (the narrow and low-precision types are opted into). */
+const CLASSIC_DTYPES: readonly DType[] = ['float32', 'float16', 'float64', 'int32', 'uint32', 'bool'];
 import { DiagnosticError } from '../diagnostics.js';
 import { Annotations, Graph, Value } from '../graph.js';
 import { Frame, Location, UNKNOWN_LOC } from '../location.js';
@@ -97,6 +101,9 @@ function elementArb(dtype: DType): fc.Arbitrary<number> {
     case 'bool':
       return fc.integer({ min: 0, max: 1 });
   }
+  if (isLowFloat(dtype)) return fc.oneof(fc.float(), fc.constantFrom(0, -0, 1, 0.3, NaN)).map((x) => roundToLowFloat(dtype, x));
+  const [lo, hi] = integerRange(dtype);
+  return fc.integer({ min: lo, max: hi });
 }
 
 /** A tensor of the given type whose elements cover the dtype's odd values (NaN, -0, inf, extremes). */
@@ -220,7 +227,7 @@ function withDefaults(o: GraphGenOptions): Required<GraphGenOptions> {
   return {
     maxSteps: o.maxSteps ?? 12,
     maxSources: o.maxSources ?? 5,
-    dtypes: o.dtypes && o.dtypes.length ? o.dtypes : DTYPES,
+    dtypes: o.dtypes && o.dtypes.length ? o.dtypes : CLASSIC_DTYPES,
     ops: ops.filter((k) => getOpDef(k) !== undefined),
     debugInfo: o.debugInfo ?? true,
     oddNames: o.oddNames ?? true,
