@@ -174,7 +174,7 @@ export function lowFloatToBits(t: LowFloatDType, x: number): number {
   if (t === 'float8e8m0') return Number.isNaN(v) ? 0xff : exponentOf(v) + 127;
   const f = MINI[t]!;
   const signBit = 1 << (f.bits - 1);
-  if (Number.isNaN(v)) return f.specials === 'uz' ? signBit : f.specials === 'fn' ? (1 << f.bits) - 1 : f.specials === 'ieee' ? 0x7e : 0;
+  if (Number.isNaN(v)) return f.specials === 'uz' ? signBit : f.specials === 'fn' ? signBit - 1 : f.specials === 'ieee' ? 0x7e : 0;
   if (Object.is(v, -0)) return signBit;
   let table = ENCODE.get(t);
   if (!table) {

@@ -10,11 +10,9 @@
  */
 import fc from 'fast-check';
 import { AttrSpec, AttrValue, InitSpec, INIT_FUNCTIONS } from '../attributes.js';
-import { DType, halfBitsToFloat, integerRange, isFloat, isLowFloat } from '../dtype.js';
+import { DTYPES, DType, halfBitsToFloat, integerRange, isFloat, isLowFloat } from '../dtype.js';
 import { roundToLowFloat } from '../float-formats.js';
 
-/** The dtypes random graphs use unless told (the narrow and low-precision types are opted into). */
-const CLASSIC_DTYPES: readonly DType[] = ['float32', 'float16', 'float64', 'int32', 'uint32', 'bool'];
 import { DiagnosticError } from '../diagnostics.js';
 import { Annotations, Graph, Value } from '../graph.js';
 import { Frame, Location, UNKNOWN_LOC } from '../location.js';
@@ -227,7 +225,7 @@ function withDefaults(o: GraphGenOptions): Required<GraphGenOptions> {
   return {
     maxSteps: o.maxSteps ?? 12,
     maxSources: o.maxSources ?? 5,
-    dtypes: o.dtypes && o.dtypes.length ? o.dtypes : CLASSIC_DTYPES,
+    dtypes: o.dtypes && o.dtypes.length ? o.dtypes : DTYPES,
     ops: ops.filter((k) => getOpDef(k) !== undefined),
     debugInfo: o.debugInfo ?? true,
     oddNames: o.oddNames ?? true,
