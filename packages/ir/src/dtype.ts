@@ -136,6 +136,8 @@ export function narrowElementFromBits(t: NarrowIntDType | LowFloatDType, bits: n
   return wrapNarrowInt(t, bits);
 }
 
+const NO_SATURATION = { saturate: false } as const;
+
 /**
  * How a computed value is stored in an element of `t` beyond what the host array does by itself
  * (undefined: nothing to do, as for float32, float64). Integers truncate toward zero (NaN → 0)
@@ -143,7 +145,7 @@ export function narrowElementFromBits(t: NarrowIntDType | LowFloatDType, bits: n
  */
 export function storeRounding(t: DType): ((x: number) => number) | undefined {
   // not saturating: an overflowing result is Inf or NaN as the format has them (Cast saturates explicitly)
-  if (isLowFloat(t)) return (x) => roundToLowFloat(t, x, { saturate: false });
+  if (isLowFloat(t)) return (x) => roundToLowFloat(t, x, NO_SATURATION);
   if (isNarrowInt(t)) return (x) => (Number.isFinite(x) ? wrapNarrowInt(t, Math.trunc(x)) : 0);
   switch (t) {
     case 'float16':

@@ -103,6 +103,16 @@ describe('text IR', () => {
     // uint8 0, 1, 2, ... as bytes
     expect(text).toMatch(/dense<u8\[40\], "0x000102/);
   });
+  it('prints and parses casts with saturate and round_mode', () => {
+    const b = new GraphBuilder('c');
+    const x = b.input('x', 'float32', [2]);
+    b.output('y', b.op('cast', [x], { to: 'float8e4m3fn', saturate: false }));
+    b.output('z', b.op('cast', [x], { to: 'float8e8m0', round_mode: 'nearest' }));
+    const text = printGraph(b.graph);
+    expect(text).toContain('cast(%x) {to = f8e4m3fn, saturate = false} : f8e4m3fn[2]');
+    expect(text).toContain('cast(%x) {to = f8e8m0, round_mode = "nearest"} : f8e8m0[2]');
+    expect(printGraph(parseGraph(text))).toBe(text);
+  });
   it('refuses integers outside a narrow type', () => {
     expect(() => parseGraph('graph @g {\n  %c = constant {value = dense<i4[1], [8]>} : i4[1]\n  output "c" = %c\n}')).toThrow(/element 8 does not fit i4/);
   });
