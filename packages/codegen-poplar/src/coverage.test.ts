@@ -2,6 +2,19 @@ import { ALL_OPS, DiagnosticError, GraphBuilder, Module, execute, fileLoc, repea
 import { generatePoplar } from './generate.js';
 import { DECOMPOSED_OPS, FAMILY_LOWERINGS, LOWERED_OPS } from './lower/index.js';
 
+/** The message of the DiagnosticError generating graph g (streaming in x) throws. */
+function generationError(b: GraphBuilder): string {
+  const m: Module = { name: 'm', graphs: new Map([['g', b.graph]]), program: repeat(1, seq(streamIn(['x']), execute('g'))), replicationFactor: 1, variables: new Map() };
+  let err: unknown;
+  try {
+    generatePoplar(m);
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(DiagnosticError);
+  return (err as Error).message;
+}
+
 describe('op coverage', () => {
   test('every op has a Poplar lowering or is rewritten by the decompose pass', () => {
     const missing = ALL_OPS.map((o) => o.name).filter((n) => !LOWERED_OPS.has(n) && !DECOMPOSED_OPS.includes(n));
@@ -29,17 +42,24 @@ describe('op coverage', () => {
     const y = b.op('softmax', [x]);
     b.loc = fileLoc('model.tg', 8, 3);
     b.output('y', b.op('layer_norm', [y]));
-    const m: Module = { name: 'm', graphs: new Map([['g', b.graph]]), program: repeat(1, seq(streamIn(['x']), execute('g'))), replicationFactor: 1, variables: new Map() };
-    let err: unknown;
-    try {
-      generatePoplar(m);
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(DiagnosticError);
-    const text = (err as Error).message;
+    const text = generationError(b);
     // both problems at once, each at its line
     expect(text).toContain('model.tg:7:3: error: no Poplar lowering for softmax: run the decompose pass');
     expect(text).toContain('model.tg:8:3: error: no Poplar lowering for layer_norm: run the decompose pass');
+  });
+
+  test('a narrow integer or low-precision float value is refused by name, with what to do', () => {
+    const b = new GraphBuilder('g');
+    const x = b.input('x', 'float32', [4]);
+    b.loc = fileLoc('model.tg', 3, 3);
+    const q = b.op('cast', [x], { to: 'int8' }, { names: ['q'] });
+    b.loc = fileLoc('model.tg', 4, 3);
+    const h = b.op('cast', [x], { to: 'bfloat16' }, { names: ['h'] });
+    b.output('y', b.op('add', [b.op('cast', [q], { to: 'float32' }), b.op('cast', [h], { to: 'float32' })]));
+    const text = generationError(b);
+    expect(text).toContain("model.tg:3:3: error: 'q' (cast) is i8[4], which the code generator cannot place on the IPU");
+    expect(text).toContain('cast it to int32 before it reaches the device');
+    expect(text).toContain("model.tg:4:3: error: 'h' (cast) is bf16[4], which the code generator cannot place on the IPU");
+    expect(text).toContain('cast it to float16 or float32 before it reaches the device');
   });
 });

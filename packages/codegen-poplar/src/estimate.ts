@@ -53,7 +53,7 @@ export interface CostModel {
    * Elements per worker instruction of element-wise code, by type: the tile's 64-bit datapath
    * holds 2 float32 or 4 float16 (f32v2 / f16v4 instructions); integers and bools are scalar.
    */
-  readonly vectorWidth: Readonly<Record<DType, number>>;
+  readonly vectorWidth: Readonly<Partial<Record<DType, number>>>;
   /** Worker instructions per vector of a transcendental (exp, log, tanh, erf, ...): an assumption. */
   readonly transcendentalFactor: number;
   /**

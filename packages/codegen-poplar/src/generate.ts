@@ -13,6 +13,8 @@ import {
   error,
   formatType,
   groupStrideAndSize,
+  isFloat,
+  isInteger,
   numElements,
   Pausable,
   rankInGroup,
@@ -72,6 +74,17 @@ export interface GeneratedSources {
 
 const SOURCE_KINDS = new Set(['input', 'parameter', 'variable', 'constant']);
 
+/** A value of a type the code generator cannot carry, with what to do about it. */
+function notDeviceType(kind: string, v: Value, loc: Op['loc']): Diagnostic {
+  const d = v.type.dtype;
+  const what = v.name ? `'${v.name}' (${kind})` : `the result of ${kind}`;
+  const to = isFloat(d) ? 'float16 or float32' : isInteger(d) ? 'int32' : 'a device type';
+  return error(`${what} is ${formatType(v.type)}, which the code generator cannot place on the IPU`, loc, [
+    'device types are float32, float16, int32, uint32 and bool',
+    `cast it to ${to} before it reaches the device (${d === 'float64' ? 'float64 is a host-only type' : 'narrow integers and low-precision floats run on the reference interpreter only'})`,
+  ]);
+}
+
 /** Rejects what the device cannot run, all problems at once. */
 function checkSupported(m: Module): void {
   const ds: Diagnostic[] = [];
@@ -88,7 +101,7 @@ function checkSupported(m: Module): void {
         continue;
       }
       for (const r of op.results) {
-        if (!isDeviceDType(r.type.dtype)) ds.push(error(`${op.kind}: ${formatType(r.type)} is not a device type (the IPU has float32, float16, int32, uint32 and bool)`, op.loc));
+        if (!isDeviceDType(r.type.dtype)) ds.push(notDeviceType(op.kind, r, op.loc));
       }
     }
   }
@@ -124,7 +137,7 @@ function declareModule(mc: ModuleContext): void {
   for (const v of m.variables.values()) {
     const key = `st:${v.name}`;
     if (!isDeviceDType(v.type.dtype)) {
-      ds.push(error(`'${v.name}' is ${formatType(v.type)}, which is not a device type`, firstOp.get(key)?.loc));
+      ds.push(error(`'${v.name}' is ${formatType(v.type)}, which is not a device type`, firstOp.get(key)?.loc, ['device types are float32, float16, int32, uint32 and bool: declare the variable with one of them']));
       continue;
     }
     const storage = v.location?.transient ? 'transient' : v.location?.offChip ? 'off_chip' : 'on_chip';

@@ -1,4 +1,6 @@
 export * from './dtype.js';
+export { LOW_FLOAT_DTYPES, lowFloatFromBits, lowFloatToBits, roundToLowFloat } from './float-formats.js';
+export type { E8M0Rounding, LowFloatRounding } from './float-formats.js';
 export * from './shape.js';
 export * from './tensor.js';
 export * from './random.js';

@@ -1,7 +1,10 @@
-import { DType, roundToHalf } from './dtype.js';
+import { DType, isLowFloat, isNarrowInt, roundToHalf, storeRounding } from './dtype.js';
 import { Shape, ShapeError, formatShape, numElements, stridesOf } from './shape.js';
 
-/** float32 and float16 are both held as Float32Array; float16 values are always exactly representable in half. */
+/**
+ * float32, float16 and the low-precision floats are held as Float32Array, their values always
+ * exactly representable in their type; narrow integers are held as Int32Array, wrapped to their width.
+ */
 export type TensorData = Float32Array | Float64Array | Int32Array | Uint32Array | Uint8Array;
 
 /** Largest tensor the host will allocate (elements); guards against absurd shapes from bad input. */
@@ -24,6 +27,10 @@ export function allocData(dtype: DType, n: number): TensorData {
     case 'bool':
       return new Uint8Array(n);
   }
+  // narrow integers in Int32Array, low-precision floats in Float32Array (see dtype.ts)
+  if (isNarrowInt(dtype)) return new Int32Array(n);
+  if (isLowFloat(dtype)) return new Float32Array(n);
+  throw new Error(`no storage for dtype ${String(dtype)}`);
 }
 
 /** Converts a JavaScript number to the value an element of `dtype` stores. */
@@ -42,6 +49,7 @@ export function castScalar(dtype: DType, x: number): number {
     case 'bool':
       return x !== 0 ? 1 : 0;
   }
+  return storeRounding(dtype)!(x);
 }
 
 /** A dense, row-major host tensor. Immutable by convention once handed to an interpreter. */

@@ -46,9 +46,10 @@ interface Expected {
   readonly float: boolean;
 }
 
-function expectedOf(d: DecodedTensor, onnxType: number): Expected {
-  // FLOAT, FLOAT16, DOUBLE compare with tolerance; everything else exactly
-  const float = onnxType === 1 || onnxType === 10 || onnxType === 11;
+function expectedOf(d: DecodedTensor): Expected {
+  // float types (FLOAT, FLOAT16, DOUBLE, BFLOAT16 and the float8/float4 formats) compare with
+  // tolerance, NaN matching NaN; everything else exactly
+  const float = isFloat(d.tensor.dtype);
   return d.wide ? { tensor: d.tensor, exact: d.wide, float } : { tensor: d.tensor, float };
 }
 
@@ -93,9 +94,9 @@ function listPb(dir: string, prefix: string): string[] {
     .map((f) => path.join(dir, f));
 }
 
-function readPb(file: string): { decoded: DecodedTensor; onnxType: number } {
+function readPb(file: string): { decoded: DecodedTensor } {
   const t = decodeTensor(fs.readFileSync(file));
-  return { decoded: tensorFromProto(t, path.basename(file)), onnxType: t.dataType ?? 0 };
+  return { decoded: tensorFromProto(t, path.basename(file)) };
 }
 
 /** IR ops whose results are random: their tests compare shapes and dtypes only. */
@@ -204,8 +205,7 @@ export function runConformanceTest(testDir: string): TestResult {
       const feeds = dir === sets[0] ? { ...firstFeeds } : loadInputs(dir);
       for (const n of frozenNames) delete feeds[n];
       const want = listPb(dir, 'output_').map((f) => {
-        const { decoded, onnxType } = readPb(f);
-        return expectedOf(decoded, onnxType);
+        return expectedOf(readPb(f).decoded);
       });
       if (want.length !== outputNames.length) return done('failed', `${path.basename(dir)} has ${want.length} outputs but the model has ${outputNames.length}`);
       let outputs: Record<string, Tensor>;

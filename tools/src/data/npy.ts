@@ -236,11 +236,12 @@ function unravel(k: number, shape: readonly number[]): number[] {
   return idx;
 }
 
-const DESCR: Record<DType, string> = { float32: '<f4', float16: '<f2', float64: '<f8', int32: '<i4', uint32: '<u4', bool: '|b1' };
+const DESCR: Partial<Record<DType, string>> = { float32: '<f4', float16: '<f2', float64: '<f8', int32: '<i4', uint32: '<u4', bool: '|b1' };
 
 /** The bytes of an .npy file holding `t` (version 1.0, or 2.0 when the header needs it). */
 export function encodeNpy(t: Tensor): Uint8Array {
   const descr = DESCR[t.dtype];
+  if (descr === undefined) throw new DiagnosticError(error(`a ${t.dtype} tensor cannot be written as .npy`, undefined, ['cast it to float32, float16 or int32 first']));
   const shape = t.shape.length === 1 ? `(${t.shape[0]},)` : `(${t.shape.join(', ')})`;
   const dict = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
   // the header is padded with spaces and a newline so the data starts 64-byte aligned

@@ -19,6 +19,7 @@ import {
 import { OnnxUnsupportedError } from './errors.js';
 import { ATTR_TYPE, AttributeProto, NodeProto, ONNX_DTYPE, bytesToString, int64 } from './proto.js';
 import { DecodedTensor, tensorFromProto } from './tensor.js';
+import { onnxTypeOf } from './tensor-codec.js';
 
 /** A constant whose ONNX values did not all fit the IR dtype (kept exactly for index arithmetic). */
 export interface WideConstant {
@@ -151,21 +152,9 @@ export class Emitter {
   }
 }
 
+/** The ONNX type of an IR dtype (UNDEFINED for float64). */
 export function onnxTypeOfIR(t: DType): number {
-  switch (t) {
-    case 'float32':
-      return ONNX_DTYPE.FLOAT;
-    case 'float16':
-      return ONNX_DTYPE.FLOAT16;
-    case 'int32':
-      return ONNX_DTYPE.INT32;
-    case 'uint32':
-      return ONNX_DTYPE.UINT32;
-    case 'bool':
-      return ONNX_DTYPE.BOOL;
-    default:
-      return ONNX_DTYPE.UNDEFINED;
-  }
+  return onnxTypeOf(t);
 }
 
 /** Names of the graph inputs a value is computed from (empty when a parameter is involved). */

@@ -1,6 +1,7 @@
-import { DType, MAX_TENSOR_ELEMENTS, Tensor, Value, isFloat, numElements, shapeLimitProblem, stridesOf } from '@tilegraph/ir';
+import { DType, MAX_TENSOR_ELEMENTS, Tensor, Value, integerRange, isFloat, isInteger, numElements, shapeLimitProblem, stridesOf } from '@tilegraph/ir';
 import { Emitter, NodeContext, clampIndex } from './context.js';
-import { ATTR_TYPE, ONNX_DTYPE, bytesToString, int64 } from './proto.js';
+import { ATTR_TYPE, ONNX_DTYPE, bytesToString, int64, onnxDTypeName } from './proto.js';
+import { castWithAttributes } from './cast.js';
 import { isPopartAnnotation } from './placement.js';
 import { unsupported } from './errors.js';
 import { irDTypeOf, tensorFromProto } from './tensor.js';
@@ -1213,14 +1214,6 @@ export function upsample(c: NodeContext, scalesAttr?: number[]): Value {
 
 // ---------------------------------------------------------------- quantisation
 
-const QUANT_RANGE: Record<number, [number, number]> = {
-  [ONNX_DTYPE.UINT8]: [0, 255],
-  [ONNX_DTYPE.INT8]: [-128, 127],
-  [ONNX_DTYPE.UINT16]: [0, 65535],
-  [ONNX_DTYPE.INT16]: [-32768, 32767],
-  [ONNX_DTYPE.INT32]: [-(2 ** 31), 2 ** 31 - 1],
-};
-
 /** Scale or zero point broadcast against x: per tensor, per axis (1-D) or per block. */
 function quantParam(c: NodeContext, v: Value, x: Value, axisAttr: number, blockSize: number): Value {
   const e = c.e;
@@ -1244,13 +1237,22 @@ export function quantizeLinear(c: NodeContext): Value {
   const blockSize = c.opset >= 21 ? c.int('block_size', 0) : 0;
   let outType: number = c.hasInput(2) ? c.onnxType(2) : ONNX_DTYPE.UINT8;
   if (c.opset >= 21 && c.int('output_dtype', 0) !== 0) outType = c.int('output_dtype');
-  const range = QUANT_RANGE[outType];
-  if (!range) c.unsupported(`quantizing to ONNX type ${outType} is not supported`);
+  const to = irDTypeOf(outType);
+  const isQuantType = to !== undefined && ((isInteger(to) && to !== 'uint32') || (isFloat(to) && to !== 'float32' && to !== 'float16' && to !== 'float64'));
+  if (!isQuantType) c.unsupported(`quantizing to ONNX type ${onnxDTypeName(outType)} is not supported`);
   const scale = quantParam(c, c.input(1), x, axis, blockSize);
-  const xf = e.cast(x, scale.type.dtype);
-  let q = e.unary('round', e.div(xf, scale));
-  if (c.hasInput(2)) q = e.add(q, e.cast(quantParam(c, c.input(2), x, axis, blockSize), q.type.dtype));
-  const y = e.cast(e.op('clip', [q], { min: range[0], max: range[1] }), 'int32');
+  let q = e.div(e.cast(x, scale.type.dtype), scale);
+  if (isInteger(to)) {
+    // integers: round half to even, add the zero point, saturate to the type's range
+    q = e.unary('round', q);
+    if (c.hasInput(2)) q = e.add(q, e.cast(quantParam(c, c.input(2), x, axis, blockSize), q.type.dtype));
+    const [lo, hi] = integerRange(to);
+    q = e.op('clip', [q], { min: lo, max: hi });
+  } else if (c.hasInput(2)) {
+    q = e.add(q, e.cast(quantParam(c, c.input(2), x, axis, blockSize), q.type.dtype));
+  }
+  // low-precision floats: the cast rounds and saturates (unless saturate = 0)
+  const y = isInteger(to) ? e.cast(q, to) : castWithAttributes(c, q, to);
   c.setOnnxType(y, outType);
   return y;
 }
@@ -1595,9 +1597,9 @@ export function dynamicQuantizeLinear(c: NodeContext): Value[] {
   const hi = e.op('max', [e.op('reduce_max', [x], { axes: [], keepdims: false }), zero]);
   const scale = e.div(e.sub(hi, lo), e.like(x, 255));
   const zpf = e.unary('round', e.op('clip', [e.sub(zero, e.div(lo, scale))], { min: 0, max: 255 }));
-  const zp = e.cast(zpf, 'int32');
+  const zp = e.cast(zpf, 'uint8');
   c.setOnnxType(zp, ONNX_DTYPE.UINT8);
-  const q = e.cast(e.op('clip', [e.add(e.unary('round', e.div(x, scale)), zpf)], { min: 0, max: 255 }), 'int32');
+  const q = e.cast(e.op('clip', [e.add(e.unary('round', e.div(x, scale)), zpf)], { min: 0, max: 255 }), 'uint8');
   c.setOnnxType(q, ONNX_DTYPE.UINT8);
   return [q, scale, zp];
 }
@@ -1607,8 +1609,9 @@ export function qlinearMatMul(c: NodeContext): Value {
   const e = c.e;
   const [a, as, az, b, bs, bz, ys, yz] = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => c.input(i)) as Value[];
   const outType = c.onnxType(7);
-  const range = QUANT_RANGE[outType];
-  if (!range) c.unsupported(`quantizing to ONNX type ${outType} is not supported`);
+  const to = irDTypeOf(outType);
+  if (to === undefined || !isInteger(to) || to === 'int32' || to === 'uint32') c.unsupported(`quantizing to ONNX type ${onnxDTypeName(outType)} is not supported`);
+  const range = integerRange(to);
   const deq = (v: Value, s: Value, z: Value, rowAxis: number) => {
     const f = e.cast(v, 'float32');
     const sf = e.cast(s, 'float32');
@@ -1619,7 +1622,7 @@ export function qlinearMatMul(c: NodeContext): Value {
   };
   const prod = e.op('matmul', [deq(a!, as!, az!, 0), deq(b!, bs!, bz!, 1)]);
   const q = e.add(e.unary('round', e.div(prod, e.cast(ys!, 'float32'))), e.cast(yz!, 'float32'));
-  const y = e.cast(e.op('clip', [q], { min: range[0], max: range[1] }), 'int32');
+  const y = e.cast(e.op('clip', [q], { min: range[0], max: range[1] }), to);
   c.setOnnxType(y, outType);
   return y;
 }

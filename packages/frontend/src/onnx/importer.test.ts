@@ -357,7 +357,7 @@ describe('importOnnx', () => {
     expect(renderDiagnostic(d)).toMatch(/^model\.onnx:mm: error: matmul: inner dimensions differ/);
   });
 
-  test('narrow integer types are held as int32 and uint8 zero points set the quantized range', () => {
+  test('uint8 is held as uint8 and uint8 zero points set the quantized range', () => {
     // QuantizeLinear to uint8: round(x / 0.5) + 10, saturated to [0, 255]: [-20/.5+10 → -30 → 0, 1/.5+10 = 12, 200/.5+10 → 255]
     const bytes = makeModel({
       nodes: [{ op: 'QuantizeLinear', inputs: ['x', 's', 'z'], outputs: ['y'] }],
@@ -367,7 +367,7 @@ describe('importOnnx', () => {
     });
     const { graph } = importOnnx(bytes);
     const y = run(graph, { x: Tensor.from('float32', [3], [-20, 1, 200]) })['y']!;
-    expect(y.dtype).toBe('int32');
+    expect(y.dtype).toBe('uint8');
     expect(values(y)).toEqual([0, 12, 255]);
   });
 });

@@ -6,5 +6,6 @@ export type { OnnxOpEntry, Lowering } from './ops.js';
 export { OnnxProto, decodeModel, decodeTensor, encodeModel, encodeTensor, ONNX_DTYPE, onnxDTypeName, int64 } from './proto.js';
 export type { ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto, AttributeProto } from './proto.js';
 export { tensorFromProto, irDTypeOf } from './tensor.js';
+export { tensorToProto } from './tensor-codec.js';
 export type { DecodedTensor } from './tensor.js';
 export * as onnxTesting from './testing.js';

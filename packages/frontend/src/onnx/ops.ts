@@ -6,7 +6,7 @@ import * as d from './decompose.js';
 import { recurrent } from './recurrent.js';
 import { legacyBinary, legacyDropout, legacyPrelu, legacyReshape, legacyTopK, legacyUpsample } from './legacy.js';
 import { lowerMatMul } from './serialize.js';
-import { irDTypeOf } from './tensor.js';
+import { castTarget, lowerCast, lowerCastLike } from './cast.js';
 
 /**
  * The ONNX → IR mapping: ONE table of (op_type, opset range) → lowering. A lowering reads the
@@ -48,13 +48,6 @@ function binary(kind: string): Lowering {
 /** Variadic element-wise op folded pairwise (Sum, Max, Min). */
 function variadic(kind: string): Lowering {
   return (c) => c.allInputs().reduce((acc, v) => c.e.op(kind, [acc, v]));
-}
-
-/** The IR dtype of an ONNX `to` attribute value (Cast). */
-function castTarget(c: NodeContext, onnxType: number): DType {
-  const t = irDTypeOf(onnxType);
-  if (!t) c.unsupported(`casts to ONNX data type ${onnxType}, which the IR does not support`);
-  return t;
 }
 
 function normAxis(c: NodeContext, axis: number, rank: number): number {
@@ -219,21 +212,8 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'Where', since: 9, inputs: [3, 3], lower: (c) => c.e.op('where', [c.input(0), c.input(1), c.input(2)]) },
 
   // types and constants
-  {
-    op: 'Cast',
-    since: 6,
-    inputs: [1, 1],
-    lower: (c) => {
-      const x = c.input(0);
-      const to = c.int('to');
-      let y = c.e.cast(x, castTarget(c, to));
-      // a cast between ONNX types held alike (int64 → uint8) still makes a value of the new type
-      if (y === x && c.onnxType(0) !== to) y = c.e.op('identity', [x]);
-      c.setOnnxType(y, to);
-      return y;
-    },
-  },
-  { op: 'CastLike', since: 15, inputs: [2, 2], lower: (c) => c.e.cast(c.input(0), c.input(1).type.dtype) },
+  { op: 'Cast', since: 6, inputs: [1, 1], lower: (c) => lowerCast(c) },
+  { op: 'CastLike', since: 15, inputs: [2, 2], lower: (c) => lowerCastLike(c) },
   { op: 'Identity', since: 1, inputs: [1, 1], lower: (c) => c.input(0) },
   { op: 'Constant', since: 1, inputs: [0, 0], lower: (c) => d.constantNode(c) },
   {

@@ -1,44 +1,12 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DType, DiagnosticError, Location, Tensor, allocData, halfBitsToFloat, shapeLimitProblem } from '@tilegraph/ir';
+import { DType, DiagnosticError, Location, Tensor, allocData, dtypeBits, halfBitsToFloat, shapeLimitProblem } from '@tilegraph/ir';
 import { fail, unsupported } from './errors.js';
 import { Int64, ONNX_DTYPE, TensorProto, bytesToString, int64, onnxDTypeName } from './proto.js';
+import { ONNX_TO_IR, decodeCoded, irDTypeOf, isCodedDType, unpackCodes } from './tensor-codec.js';
 
-/**
- * ONNX tensor data → IR tensors. The IR has float32, float16, int32, uint32 and bool; wider and
- * narrower ONNX types are mapped onto them:
- * - int64 → int32 and float64 → float32 (values that do not fit saturate; the importer warns
- *   when such a value reaches the imported graph),
- * - uint64 → uint32 (likewise),
- * - int8, uint8, int16, uint16 → int32: values are exact, but arithmetic then happens at 32 bits
- *   and does not wrap around at the narrow width, and a Cast to a narrow type truncates toward
- *   zero without wrapping.
- * Other types (strings, complex, bfloat16, 8-bit and 4-bit floats, 4-bit and 2-bit integers)
- * are reported as unsupported.
- */
-export function irDTypeOf(onnxType: number): DType | undefined {
-  switch (onnxType) {
-    case ONNX_DTYPE.FLOAT:
-    case ONNX_DTYPE.DOUBLE:
-      return 'float32';
-    case ONNX_DTYPE.FLOAT16:
-      return 'float16';
-    case ONNX_DTYPE.INT32:
-    case ONNX_DTYPE.INT64:
-    case ONNX_DTYPE.INT8:
-    case ONNX_DTYPE.INT16:
-    case ONNX_DTYPE.UINT8:
-    case ONNX_DTYPE.UINT16:
-      return 'int32';
-    case ONNX_DTYPE.UINT32:
-    case ONNX_DTYPE.UINT64:
-      return 'uint32';
-    case ONNX_DTYPE.BOOL:
-      return 'bool';
-    default:
-      return undefined;
-  }
-}
+/** ONNX tensor data → IR tensors (see tensor-codec.ts for the type mapping). */
+export { irDTypeOf };
 
 /** The IR dtype for an ONNX type, or an "unsupported" diagnostic naming `what`. */
 export function requireIRDType(onnxType: number, what: string, loc?: Location): DType {
@@ -46,34 +14,29 @@ export function requireIRDType(onnxType: number, what: string, loc?: Location): 
   if (!d) {
     if (onnxType === ONNX_DTYPE.UNDEFINED) fail(`${what} has no data type`, loc);
     unsupported(`${what} has data type ${onnxDTypeName(onnxType)}, which the IR does not support`, loc, [
-      'supported: float32, float16, int32, uint32, bool (float64, int64, uint64, int8/16 and uint8/16 are narrowed)',
+      'supported: every ONNX numeric type but complex (float64, int64 and uint64 are narrowed to 32 bits)',
     ]);
   }
   return d;
 }
 
-/** Bytes per element in raw_data for the ONNX types we read. */
-function rawElementSize(onnxType: number): number | undefined {
+/** Bits per element in raw_data for the ONNX types we read (4-bit and 2-bit types are packed). */
+function rawElementBits(onnxType: number): number | undefined {
   switch (onnxType) {
-    case ONNX_DTYPE.BOOL:
-    case ONNX_DTYPE.INT8:
-    case ONNX_DTYPE.UINT8:
-      return 1;
-    case ONNX_DTYPE.FLOAT16:
-    case ONNX_DTYPE.INT16:
-    case ONNX_DTYPE.UINT16:
-      return 2;
-    case ONNX_DTYPE.FLOAT:
-    case ONNX_DTYPE.INT32:
-    case ONNX_DTYPE.UINT32:
-      return 4;
     case ONNX_DTYPE.DOUBLE:
     case ONNX_DTYPE.INT64:
     case ONNX_DTYPE.UINT64:
+      return 64;
+    case ONNX_DTYPE.BOOL:
       return 8;
-    default:
-      return undefined;
   }
+  const d = ONNX_TO_IR[onnxType];
+  return d === undefined ? undefined : dtypeBits(d);
+}
+
+/** Bytes of raw_data holding n elements of an ONNX type. */
+function rawByteLength(onnxType: number, n: number): number {
+  return Math.ceil((n * (rawElementBits(onnxType) ?? 0)) / 8);
 }
 
 export interface DecodedTensor {
@@ -109,10 +72,10 @@ export function tensorFromProto(t: TensorProto, what: string, opts: TensorReadOp
 
   let raw: Uint8Array | undefined = t.rawData && t.rawData.length > 0 ? t.rawData : undefined;
   if (t.dataLocation === 1) raw = readExternalData(t, what, n, opts);
-  const elem = rawElementSize(type)!;
   if (raw) {
-    if (raw.length !== n * elem) {
-      fail(`${what}: raw data has ${raw.length} bytes but shape [${shape.join(',')}] of ${onnxDTypeName(type)} needs ${n * elem}`, loc);
+    const need = rawByteLength(type, n);
+    if (raw.length !== need) {
+      fail(`${what}: raw data has ${raw.length} bytes but shape [${shape.join(',')}] of ${onnxDTypeName(type)} needs ${need}`, loc);
     }
     return fromRaw(raw, type, dtype, shape, n);
   }
@@ -127,6 +90,7 @@ function aligned(raw: Uint8Array): ArrayBuffer {
 }
 
 function fromRaw(raw: Uint8Array, type: number, dtype: DType, shape: number[], n: number): DecodedTensor {
+  if (isCodedDType(dtype)) return { tensor: new Tensor(dtype, shape, decodeCoded(dtype, unpackCodes(raw, dtypeBits(dtype), n))) };
   switch (type) {
     case ONNX_DTYPE.FLOAT:
       return { tensor: new Tensor(dtype, shape, new Float32Array(aligned(raw))) };
@@ -139,14 +103,6 @@ function fromRaw(raw: Uint8Array, type: number, dtype: DType, shape: number[], n
       for (let i = 0; i < n; i++) out[i] = raw[i] ? 1 : 0;
       return { tensor: new Tensor(dtype, shape, out) };
     }
-    case ONNX_DTYPE.INT8:
-      return { tensor: new Tensor(dtype, shape, Int32Array.from(new Int8Array(aligned(raw)))) };
-    case ONNX_DTYPE.UINT8:
-      return { tensor: new Tensor(dtype, shape, Int32Array.from(raw)) };
-    case ONNX_DTYPE.INT16:
-      return { tensor: new Tensor(dtype, shape, Int32Array.from(new Int16Array(aligned(raw)))) };
-    case ONNX_DTYPE.UINT16:
-      return { tensor: new Tensor(dtype, shape, Int32Array.from(new Uint16Array(aligned(raw)))) };
     case ONNX_DTYPE.FLOAT16: {
       const bits = new Uint16Array(aligned(raw));
       const out = new Float32Array(n);
@@ -172,11 +128,19 @@ function fromRaw(raw: Uint8Array, type: number, dtype: DType, shape: number[], n
 }
 
 function fromFields(t: TensorProto, type: number, dtype: DType, shape: number[], n: number, what: string, loc?: Location): DecodedTensor {
-  const field = (name: string, xs: ArrayLike<unknown> | null | undefined): ArrayLike<unknown> => {
+  const field = (name: string, xs: ArrayLike<unknown> | null | undefined, count = n): ArrayLike<unknown> => {
     const got = xs?.length ?? 0;
-    if (got !== n) fail(`${what} has ${got} values in ${name} but shape [${shape.join(',')}] needs ${n}`, loc);
+    if (got !== count) fail(`${what} has ${got} values in ${name} but shape [${shape.join(',')}] needs ${count}`, loc);
     return xs ?? [];
   };
+  if (isCodedDType(dtype)) {
+    // int32_data holds one element per entry, or for 4-bit and 2-bit types one packed byte per entry
+    const bits = dtypeBits(dtype);
+    const perEntry = bits < 8 ? 8 / bits : 1;
+    const xs = field('int32_data', t.int32Data, Math.ceil(n / perEntry)) as ArrayLike<number>;
+    const codes = perEntry === 1 ? Uint32Array.from(xs, (v) => v >>> 0) : unpackCodes(Uint8Array.from(xs, (v) => v & 0xff), bits, n);
+    return { tensor: new Tensor(dtype, shape, decodeCoded(dtype, codes)) };
+  }
   switch (type) {
     case ONNX_DTYPE.FLOAT: {
       const xs = field('float_data', t.floatData) as ArrayLike<number>;
@@ -198,20 +162,9 @@ function fromFields(t: TensorProto, type: number, dtype: DType, shape: number[],
       for (let i = 0; i < n; i++) out[i] = xs[i] ? 1 : 0;
       return { tensor: new Tensor(dtype, shape, out) };
     }
-    case ONNX_DTYPE.INT32:
-    case ONNX_DTYPE.INT8:
-    case ONNX_DTYPE.INT16:
-    case ONNX_DTYPE.UINT8:
-    case ONNX_DTYPE.UINT16: {
+    case ONNX_DTYPE.INT32: {
       const xs = field('int32_data', t.int32Data) as ArrayLike<number>;
-      const out = new Int32Array(n);
-      for (let i = 0; i < n; i++) {
-        const v = xs[i]!;
-        // narrow types are stored widened; keep their own range
-        out[i] =
-          type === ONNX_DTYPE.INT8 ? (v << 24) >> 24 : type === ONNX_DTYPE.INT16 ? (v << 16) >> 16 : type === ONNX_DTYPE.UINT8 ? v & 0xff : type === ONNX_DTYPE.UINT16 ? v & 0xffff : v | 0;
-      }
-      return { tensor: new Tensor(dtype, shape, out) };
+      return { tensor: new Tensor(dtype, shape, Int32Array.from(xs, (v) => v | 0)) };
     }
     case ONNX_DTYPE.INT64: {
       const xs = field('int64_data', t.int64Data) as ArrayLike<Int64>;
@@ -322,7 +275,7 @@ function readExternalData(t: TensorProto, what: string, n: number, opts: TensorR
     if (!Number.isSafeInteger(offset + length) || offset + length > size || length < 0) {
       fail(`${what}: external data range offset ${offset}, length ${length} lies outside '${location}' (${size} bytes)`, loc);
     }
-    const need = n * (rawElementSize(t.dataType ?? 0) ?? 0);
+    const need = rawByteLength(t.dataType ?? 0, n);
     if (length !== need) {
       fail(`${what}: external data has ${length} bytes but its shape and type need ${need}`, loc);
     }

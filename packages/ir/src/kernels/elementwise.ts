@@ -1,23 +1,14 @@
-import { DType, roundToHalf } from '../dtype.js';
+import { DType, storeRounding } from '../dtype.js';
 import { Shape, broadcastAll, numElements, shapesEqual, stridesOf } from '../shape.js';
 import { Tensor, allocData } from '../tensor.js';
 
 /**
  * Shared loops for reference kernels. Values are computed in float64 and stored with the
- * output dtype's rounding (float32 by the typed array, float16 explicitly, bool as 0/1).
+ * output dtype's rounding (float32 by the typed array; float16, the low-precision floats, bool and
+ * the wrap-around of narrow integers by storeRounding).
  */
 export function storeConverter(dtype: DType): ((x: number) => number) | undefined {
-  switch (dtype) {
-    case 'float16':
-      return roundToHalf;
-    case 'bool':
-      return (x) => (x ? 1 : 0);
-    case 'int32':
-    case 'uint32':
-      return (x) => (Number.isNaN(x) ? 0 : Math.trunc(x));
-    default:
-      return undefined;
-  }
+  return storeRounding(dtype);
 }
 
 /** Strides of `shape` viewed in an output of rank `outRank`, 0 on broadcast dimensions. */

@@ -1,5 +1,6 @@
 import { Attrs } from '../attributes.js';
-import { DType, dtypeShortName, isFloat } from '../dtype.js';
+import { DType, dtypeShortName, isFloat, isLowFloat } from '../dtype.js';
+import { E8M0Rounding, roundToLowFloat } from '../float-formats.js';
 import { mapBinary, mapNary, mapUnary } from '../kernels/elementwise.js';
 import type { GraphBuilder } from '../builder.js';
 import type { Value } from '../graph.js';
@@ -378,12 +379,27 @@ export const not = defineOp({
 export const cast = defineOp({
   name: 'cast',
   family: 'elementwise',
-  doc: 'converts to another dtype (float to int truncates toward zero; to bool tests != 0)',
+  doc: 'converts to another dtype (float to int truncates toward zero and wraps to the width; to bool tests != 0; to a low-precision float rounds to nearest even)',
   operands: [{ name: 'x' }],
-  attrs: { to: { type: 'dtype' } },
-  infer: ([x], attrs) => [{ dtype: attrs['to'] as DType, shape: [...x!.shape] }],
+  attrs: {
+    to: { type: 'dtype' },
+    saturate: { type: 'bool', optional: true, doc: 'float8 targets only: out-of-range values become ±max (absent: true) rather than Inf or NaN' },
+    round_mode: { type: 'string', values: ['up', 'down', 'nearest'], optional: true, doc: 'float8e8m0 target only: how to round to a power of two (absent: up)' },
+  },
+  infer: ([x], attrs) => {
+    const to = attrs['to'] as DType;
+    if (attrs['saturate'] !== undefined && !(isLowFloat(to) && to.startsWith('float8'))) {
+      throw new ShapeError(`saturate applies to casts to float8 types, not to ${dtypeShortName(to)}`);
+    }
+    if (attrs['round_mode'] !== undefined && to !== 'float8e8m0') throw new ShapeError(`round_mode applies to casts to f8e8m0, not to ${dtypeShortName(to)}`);
+    return [{ dtype: to, shape: [...x!.shape] }];
+  },
   kernel: ([x], attrs) => {
     const to = attrs['to'] as DType;
+    if (isLowFloat(to)) {
+      const opts = { saturate: (attrs['saturate'] as boolean | undefined) ?? true, e8m0Rounding: attrs['round_mode'] as E8M0Rounding | undefined };
+      return [mapUnary(x!, to, (v) => roundToLowFloat(to, v, opts))];
+    }
     return [mapUnary(x!, to, to === 'uint32' ? (v) => (Number.isNaN(v) ? 0 : Math.trunc(v) >>> 0) : (v) => v)];
   },
   // between float types the gradient is cast back; integer and bool results carry none

@@ -1,5 +1,5 @@
 import { Attrs } from '../attributes.js';
-import { DType, dtypeShortName, isFloat } from '../dtype.js';
+import { DType, dtypeShortName, integerRange, isFloat, isInteger } from '../dtype.js';
 import { storeConverter } from '../kernels/elementwise.js';
 import { forEachReduction, reducedShape, reductionAxes } from '../kernels/reduce.js';
 import { GradContext, OpDef, defineOp } from '../opdef.js';
@@ -41,9 +41,6 @@ interface Reducer {
   finish?: (acc: number, count: number) => number;
 }
 
-const INT32_MIN = -(2 ** 31);
-const INT32_MAX = 2 ** 31 - 1;
-const UINT32_MAX = 2 ** 32 - 1;
 
 function wrap(x: number, t: DType): number {
   return t === 'int32' ? x | 0 : t === 'uint32' ? x >>> 0 : x;
@@ -57,11 +54,11 @@ const REDUCERS: Record<string, Reducer> = {
     step: (a, x, t) => (isFloat(t) ? a * x : wrap(Math.imul(a, x), t)),
   },
   reduce_max: {
-    init: (t) => (t === 'int32' ? INT32_MIN : t === 'uint32' || t === 'bool' ? 0 : -Infinity),
+    init: (t) => (isInteger(t) ? integerRange(t)[0] : t === 'bool' ? 0 : -Infinity),
     step: (a, x) => (Number.isNaN(a) || Number.isNaN(x) ? NaN : x > a ? x : a),
   },
   reduce_min: {
-    init: (t) => (t === 'int32' ? INT32_MAX : t === 'uint32' ? UINT32_MAX : t === 'bool' ? 1 : Infinity),
+    init: (t) => (isInteger(t) ? integerRange(t)[1] : t === 'bool' ? 1 : Infinity),
     step: (a, x) => (Number.isNaN(a) || Number.isNaN(x) ? NaN : x < a ? x : a),
   },
 };

@@ -10,7 +10,9 @@
  */
 import fc from 'fast-check';
 import { AttrSpec, AttrValue, InitSpec, INIT_FUNCTIONS } from '../attributes.js';
-import { DTYPES, DType, halfBitsToFloat, isFloat } from '../dtype.js';
+import { DTYPES, DType, halfBitsToFloat, integerRange, isFloat, isLowFloat } from '../dtype.js';
+import { roundToLowFloat } from '../float-formats.js';
+
 import { DiagnosticError } from '../diagnostics.js';
 import { Annotations, Graph, Value } from '../graph.js';
 import { Frame, Location, UNKNOWN_LOC } from '../location.js';
@@ -97,6 +99,9 @@ function elementArb(dtype: DType): fc.Arbitrary<number> {
     case 'bool':
       return fc.integer({ min: 0, max: 1 });
   }
+  if (isLowFloat(dtype)) return fc.oneof(fc.float(), fc.constantFrom(0, -0, 1, 0.3, NaN)).map((x) => roundToLowFloat(dtype, x));
+  const [lo, hi] = integerRange(dtype);
+  return fc.integer({ min: lo, max: hi });
 }
 
 /** A tensor of the given type whose elements cover the dtype's odd values (NaN, -0, inf, extremes). */

@@ -21,7 +21,7 @@ import {
   tokenLabel,
 } from 'chevrotain';
 import { AttrValue, InitSpec } from '../attributes.js';
-import { DType, dtypeByteSize, halfBitsToFloat, parseDType } from '../dtype.js';
+import { DTYPES, DType, dtypeByteSize, dtypeShortName, halfBitsToFloat, integerRange, isInteger, isLowFloat, isNarrowInt, narrowElementFromBits, parseDType } from '../dtype.js';
 import { Diagnostic, DiagnosticError, error } from '../diagnostics.js';
 import { Annotations, Graph, Op, SERIALIZE_MODES, SerializeMode, SerializeSettings, Value, completeAttrs, inferOp } from '../graph.js';
 import { Frame, Location, UNKNOWN_LOC } from '../location.js';
@@ -348,9 +348,6 @@ function firstToken(n: CstNode): IToken | undefined {
 
 // ---- semantic analysis ----
 
-const INT32_MIN = -(2 ** 31);
-const INT32_MAX = 2 ** 31 - 1;
-const UINT32_MAX = 2 ** 32 - 1;
 const ANNOTATION_KEYS = ['scope', 'block', 'ipu', 'stage', 'phase', 'recompute', 'serialize', 'matmul_pass', 'conv_pass'];
 
 const MAX_SYNTAX_ERRORS_PER_LINE = 5;
@@ -675,7 +672,7 @@ class Analyzer {
   private type(n: CstNode): TensorType | undefined {
     const dt = tok(n, 'dtype')!;
     const dtype = parseDType(dt.image);
-    if (!dtype) this.report(`unknown dtype '${dt.image}' (dtypes: f32, f16, f64, i32, u32, bool)`, dt);
+    if (!dtype) this.report(`unknown dtype '${dt.image}' (dtypes: ${DTYPES.map(dtypeShortName).join(', ')})`, dt);
     const shape: number[] = [];
     let ok = dtype !== undefined;
     for (const d of tokens(n, 'dim')) {
@@ -820,10 +817,10 @@ class Analyzer {
       this.report(`tensor elements must be numbers`, firstToken(item));
       return undefined;
     }
-    if (dtype === 'int32' || dtype === 'uint32') {
-      const [lo, hi] = dtype === 'int32' ? [INT32_MIN, INT32_MAX] : [0, UINT32_MAX];
+    if (isInteger(dtype)) {
+      const [lo, hi] = integerRange(dtype);
       if (!Number.isInteger(x) || x < lo || x > hi) {
-        this.report(`element ${x} does not fit ${dtype === 'int32' ? 'i32' : 'u32'}`, firstToken(item));
+        this.report(`element ${x} does not fit ${dtypeShortName(dtype)}`, firstToken(item));
         return undefined;
       }
       return x;
@@ -852,6 +849,9 @@ function decodeHex(hex: string, dtype: DType, data: TensorData): void {
     for (let i = 0; i < bytes.length; i++) bytes[i] = byte(i);
   } else if (dtype === 'float16') {
     for (let i = 0; i < n; i++) data[i] = halfBitsToFloat(byte(2 * i) | (byte(2 * i + 1) << 8));
+  } else if (isNarrowInt(dtype) || isLowFloat(dtype)) {
+    const width = dtypeByteSize(dtype);
+    for (let i = 0; i < n; i++) data[i] = narrowElementFromBits(dtype, width === 1 ? byte(i) : byte(2 * i) | (byte(2 * i + 1) << 8));
   } else {
     // copy bits, not values, so float32 NaN payloads survive
     const bits = new Uint32Array(data.buffer, data.byteOffset, n);

@@ -29,7 +29,7 @@
  * - `output "name" = %v` lines after the ops. `//` starts a comment (parser only).
  */
 import { AttrSpec, AttrValue, InitSpec, INIT_FUNCTIONS, isInitSpec } from '../attributes.js';
-import { DTYPES, DType, dtypeShortName, float32ToHalfBits } from '../dtype.js';
+import { DTYPES, DType, dtypeByteSize, dtypeShortName, float32ToHalfBits, isLowFloat, isNarrowInt, narrowElementToBits } from '../dtype.js';
 import { Graph, Op, SerializeSettings, Value } from '../graph.js';
 import { Frame, selectFrame } from '../location.js';
 import { TensorType } from '../shape.js';
@@ -117,6 +117,13 @@ function tensorHex(t: Tensor): string {
     }
   } else if (t.dtype === 'bool') {
     for (let i = 0; i < n; i++) parts.push(HEX[d[i]! & 0xff]!);
+  } else if (isNarrowInt(t.dtype) || isLowFloat(t.dtype)) {
+    // one or two little-endian bytes per element (4-bit and 2-bit values are not packed)
+    const width = dtypeByteSize(t.dtype);
+    for (let i = 0; i < n; i++) {
+      const b = narrowElementToBits(t.dtype, d[i]!);
+      parts.push(width === 1 ? HEX[b & 0xff]! : HEX[b & 0xff]! + HEX[(b >>> 8) & 0xff]!);
+    }
   } else if (t.dtype === 'float64') {
     // the host is little-endian (x86, Arm), so the buffer's bytes are already in file order
     const bytes = new Uint8Array(d.buffer, d.byteOffset, 8 * n);
@@ -131,6 +138,7 @@ function tensorHex(t: Tensor): string {
 }
 
 function formatElement(dtype: DType, x: number): string {
+  if (isLowFloat(dtype)) return formatFloatLiteral(x);
   switch (dtype) {
     case 'float32':
     case 'float16':

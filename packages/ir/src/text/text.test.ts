@@ -307,11 +307,11 @@ describe('parseGraph', () => {
       '4:13: undefined value %y',
       '6:8: neg: result 0 is declared f32[3] but inferred f32[2]',
       '7:8: add: expects 2 operands, got 1',
-      "8:28: cast: unknown attribute 'bogus' (attributes: to)",
+      "8:28: cast: unknown attribute 'bogus' (attributes: to, saturate, round_mode)",
       "9:8: cast: missing required attribute 'to'",
       '10:3: value %x is defined twice',
       '11:8: neg: 1 result is named but 2 types are given',
-      "12:18: unknown dtype 'q8' (dtypes: f32, f16, f64, i32, u32, bool)",
+      "12:18: unknown dtype 'q8' (dtypes: f32, f16, f64, i32, u32, bool, i8, u8, i16, u16, i4, u4, i2, u2, bf16, f8e4m3fn, f8e4m3fnuz, f8e5m2, f8e5m2fnuz, f8e8m0, f4e2m1)",
       '14:10: output "y" is defined twice',
     ]);
   });

@@ -42,6 +42,16 @@ describe('inputTensor', () => {
     expect(message(() => inputTensor('k', new Int32Array(3), u32, 3))).toMatch(/but got an Int32Array[^]*a uint32 input takes a Uint32Array/);
   });
 
+  test('narrow integers and low-precision floats take the arrays the host holds them in, checked or rounded', () => {
+    const i8: TensorType = { dtype: 'int8', shape: [2] };
+    const f8: TensorType = { dtype: 'float8e4m3fn', shape: [2] };
+    expect(inputTensor('q', new Int32Array([-128, 127]), i8, 1).toArray()).toEqual([-128, 127]);
+    expect(message(() => inputTensor('q', new Int32Array([1, 128]), i8, 1))).toMatch(/128 at position 1[^]*int8 elements are integers from -128 to 127/);
+    expect(message(() => inputTensor('q', [-129, 0], i8, 1))).toMatch(/-129 at position 0/);
+    // 0.3 rounds to 0.3125 (steps of 2^-5 in [0.25, 0.5)); 1000 is beyond 448, NaN in e4m3fn
+    expect(inputTensor('h', new Float32Array([0.3, 1000]), f8, 1).toArray()).toEqual([0.3125, NaN]);
+  });
+
   test('a typed array is copied: changing it afterwards does not change the run', () => {
     const src = new Float32Array([1, 2, 3, 4]);
     const t = inputTensor('x', src, { dtype: 'float32', shape: [2, 2] }, 1);

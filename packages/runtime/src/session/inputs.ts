@@ -1,4 +1,4 @@
-import { DType, DiagnosticError, Graph, Tensor, TensorType, castScalar, error, formatShape, halfBitsToFloat, numElements, shapesEqual } from '@tilegraph/ir';
+import { DType, DiagnosticError, Graph, LOW_FLOAT_DTYPES, NARROW_INT_DTYPES, integerRange, isInteger, isLowFloat, isNarrowInt, Tensor, TensorType, castScalar, error, formatShape, halfBitsToFloat, numElements, shapesEqual } from '@tilegraph/ir';
 import { runShape } from './io.js';
 
 /**
@@ -21,7 +21,10 @@ const TYPED_ARRAY: Readonly<Record<DType, string>> = {
   int32: 'Int32Array',
   uint32: 'Uint32Array',
   bool: 'Uint8Array',
-};
+  // narrow integers and low-precision floats are given as the arrays the host holds them in
+  ...Object.fromEntries(NARROW_INT_DTYPES.map((d) => [d, 'Int32Array'])),
+  ...Object.fromEntries(LOW_FLOAT_DTYPES.map((d) => [d, 'Float32Array'])),
+} as Record<DType, string>;
 
 /** "float32[32,16] (8 micro-batches of float32[4,16])": what one run of an input takes. */
 function expectation(part: TensorType, n: number): string {
@@ -103,7 +106,8 @@ export function inputTensor(name: string, v: unknown, part: TensorType, n: numbe
       if (bad >= 0) throw wrong(`${a[bad]} at position ${bad} of a Uint8Array`, ['bool elements are 0 or 1']);
     }
     const t = Tensor.zeros(dtype, shape);
-    t.data.set(a);
+    if (isNarrowInt(dtype) || isLowFloat(dtype)) for (let i = 0; i < size; i++) t.data[i] = element(a[i], dtype, i, wrong);
+    else t.data.set(a);
     return t;
   }
   if (Array.isArray(v)) {
@@ -157,7 +161,6 @@ function show(x: unknown): string {
   }
 }
 
-const INT_RANGE: Partial<Record<DType, [number, number]>> = { int32: [-(2 ** 31), 2 ** 31 - 1], uint32: [0, 2 ** 32 - 1] };
 
 /** An array element as the value the tensor stores; anything that would change on the way is refused. */
 function element(x: unknown, dtype: DType, i: number, wrong: (what: string, notes?: string[]) => DiagnosticError): number {
@@ -167,11 +170,11 @@ function element(x: unknown, dtype: DType, i: number, wrong: (what: string, note
     throw wrong(`${show(x)} at position ${i}`, ['bool elements are true, false, 0 or 1']);
   }
   if (typeof x !== 'number') throw wrong(`${show(x)} at position ${i}`, ['the elements must be numbers']);
-  const range = INT_RANGE[dtype];
+  const range = isInteger(dtype) ? integerRange(dtype) : undefined;
   if (range && !(Number.isInteger(x) && x >= range[0] && x <= range[1])) {
     throw wrong(`${x} at position ${i}`, [`${dtype} elements are integers from ${range[0]} to ${range[1]}`]);
   }
-  // float32 and float16 round to nearest as the device stores them (as Tensor.from does)
+  // floats round to nearest as the device stores them (as Tensor.from does)
   return castScalar(dtype, x);
 }
 

@@ -45,7 +45,8 @@ const MAX_HEADER_BYTES = 100_000_000;
 /** Nesting allowed in JSON values tilegraph does not interpret (metadata, unknown keys). */
 const MAX_JSON_DEPTH = 64;
 
-const ST_NAME: Record<DType, string> = { float32: 'F32', float16: 'F16', float64: 'F64', int32: 'I32', uint32: 'U32', bool: 'BOOL' };
+/** safetensors names of the dtypes weights files carry (narrow integers and low-precision floats are not saved). */
+const ST_NAME: Partial<Record<DType, string>> = { float32: 'F32', float16: 'F16', float64: 'F64', int32: 'I32', uint32: 'U32', bool: 'BOOL' };
 const DTYPE_OF: Readonly<Record<string, DType>> = Object.fromEntries(Object.entries(ST_NAME).map(([d, s]) => [s, d as DType]));
 /** Every byte-sized dtype of the safetensors spec, so a valid file of a type tilegraph lacks is told apart from a broken one. */
 const ST_SIZES: Readonly<Record<string, number>> = {
@@ -78,7 +79,7 @@ function bytesOf(d: TensorData): Uint8Array {
 }
 
 function itemSize(dtype: DType): number {
-  return ST_SIZES[ST_NAME[dtype]]!;
+  return ST_SIZES[ST_NAME[dtype]!]!;
 }
 
 /** A system error's message without its code and the path the diagnostic already names. */
@@ -144,6 +145,14 @@ function checkState(file: string, state: Readonly<Record<string, Tensor>>, forma
   const entries = Object.entries(state);
   const bad = entries.filter(([, t]) => !(t instanceof Tensor)).map(([n]) => `'${n}'`);
   if (bad.length) throw new DiagnosticError(error(`cannot write ${file}: ${bad.join(', ')} ${bad.length > 1 ? 'are not Tensors' : 'is not a Tensor'}`));
+  const unsaved = entries.filter(([, t]) => ST_NAME[t.dtype] === undefined).map(([n, t]) => `'${n}' (${t.dtype})`);
+  if (unsaved.length) {
+    throw new DiagnosticError(
+      error(`cannot write ${file}: ${unsaved.join(', ')} ${unsaved.length > 1 ? 'have types' : 'has a type'} weights files do not carry`, undefined, [
+        'weights are float32, float16, float64, int32, uint32 or bool: cast the tensor first',
+      ]),
+    );
+  }
   if (format === 'safetensors' && Object.hasOwn(state, '__metadata__')) {
     throw new DiagnosticError(error(`cannot write ${file}: '__metadata__' is reserved in safetensors files and cannot name a tensor`));
   }
