@@ -66,3 +66,62 @@ test('the codelets on the emulated IPU agree exactly with the WebAssembly kernel
     backend.dispose();
   }
 });
+
+test('the gradient (the custom op leaky_relu_grad) agrees with finite differences', () => {
+  // f(x) = Σ v·leaky_relu(x); inputs stay further than eps from the kink at 0
+  const xs = [1.5, -0.7, 0.3, -2.2, 0.9, -0.15];
+  const vs = [0.4, -1.1, 2.0, 0.6, -0.3, 1.7];
+  const b = new GraphBuilder('g');
+  const x = b.input('x', 'float32', [6]);
+  const v = b.input('v', 'float32', [6]);
+  const op = b.addOp('custom', [x], { name: 'leaky_relu', attributes: [0.2] });
+  b.output('f', b.op('reduce_sum', [b.op('mul', [op.result, v])], { axes: [] }));
+  const [gx] = op.def.grad !== undefined && op.def.grad !== 'none' ? op.def.grad({ b, op, inputs: [x], outputs: op.results, outputGrads: [v] }) : [];
+  b.output('gx', gx!);
+  const run = (at: number[]) => runGraph(b.graph, { x: Tensor.from('float32', [6], at), v: Tensor.from('float32', [6], vs) }).outputs;
+  const analytic = Array.from(run(xs)['gx']!.data);
+  const eps = 1e-2;
+  xs.forEach((_, i) => {
+    const f = (d: number) => run(xs.map((z, j) => (j === i ? z + d : z)))['f']!.data[0]!;
+    const numeric = (f(eps) - f(-eps)) / (2 * eps);
+    expect(Math.abs(analytic[i]! - numeric)).toBeLessThan(1e-3 * (1 + Math.abs(numeric)));
+  });
+  // and the values by hand: v where x > 0, 0.2·v elsewhere
+  expect(analytic).toEqual(xs.map((z, i) => (z > 0 ? Math.fround(vs[i]!) : Math.fround(Math.fround(0.2) * Math.fround(vs[i]!)))));
+});
+
+/** Eight points of three classes, separable after the first layer. */
+function batch() {
+  const xs = [1, 0, 0, 0.5, 0, 1, 0, -0.5, 0, 0, 1, 0.2, 1, 0.2, 0, 0.4, 0.1, 1, 0.1, -0.3, 0, 0.1, 1, 0.1, -1, -1, 0, 0, 0, -1, -1, 0];
+  return { x: Tensor.from('float32', [8, 4], xs), y: Tensor.from('int32', [8], [0, 1, 2, 0, 1, 2, 0, 0]) };
+}
+
+test('the .tg model with the custom op trains through its gradient (reference interpreter)', () => {
+  const graph = loadModelFile(path.join(CUSTOM_EXAMPLE, 'leaky.tg'));
+  const t = trainingModel(graph, new Options().randomSeed(3), makeOptimizer('SGD', { lr: 0.5 }), { backend: referenceBackend });
+  try {
+    const step = t.compiledModule().graphs.get('step')!;
+    const customs = step.ops.filter((o) => o.kind === 'custom').map((o) => o.attrs['name']);
+    expect(customs).toEqual(['leaky_relu', 'leaky_relu_grad']);
+    const losses = Array.from({ length: 40 }, () => t.run(batch())['loss']!.data[0]!);
+    expect(losses[39]!).toBeLessThan(0.3 * losses[0]!);
+  } finally {
+    t.dispose();
+  }
+});
+
+test('training on the emulated IPU follows the reference step by step', () => {
+  const graph = loadModelFile(path.join(CUSTOM_EXAMPLE, 'leaky.tg'));
+  const make = (settings: object) => trainingModel(graph, new Options().randomSeed(3), makeOptimizer('SGD', { lr: 0.5 }), settings);
+  const ref = make({ backend: referenceBackend });
+  const dev = make({});
+  try {
+    for (let i = 0; i < 4; i++) {
+      const want = ref.run(batch())['loss']!.data[0]!;
+      expect(dev.run(batch())['loss']!.data[0]!).toBeCloseTo(want, 5);
+    }
+  } finally {
+    ref.dispose();
+    dev.dispose();
+  }
+});

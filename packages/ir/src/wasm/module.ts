@@ -13,7 +13,8 @@ import { FUEL_EXPORT, FuelError, addFuel } from './fuel.js';
  * writes the inputs from the exported i32 global `__heap_base` when there is one (the linker's
  * convention), else from offset 0, each array 16-byte aligned, growing the memory as needed
  * within its declared maximum. The module may import nothing but its memory, or define and
- * export it; either way the memory must declare a maximum of at most MAX_MEMORY_PAGES pages.
+ * export it; either way the memory must declare a maximum of at most MAX_MEMORY_PAGES pages. It
+ * may have no start function.
  */
 
 export const MAX_MODULE_BYTES = 1 << 20;
@@ -88,6 +89,7 @@ export function checkWasmModule(bytes: Uint8Array, entry: string, params: readon
       memoryImport = { module: f.module, name: f.name, min: f.descr.limits!.min, max };
     } else if (f.type === 'Memory') ownMemory = f.limits;
     else if (f.type === 'Func') funcs.push(f.signature);
+    else if (f.type === 'Start') throw new WasmModuleError('has a start function; a reference kernel may run code only when its entry is called');
     else if (f.type === 'ModuleExport') exports.set(f.name, { kind: f.descr.exportType, index: f.descr.id.value });
   }
   if (ownMemory) checkLimits('its memory', ownMemory, maxPages);
@@ -147,7 +149,7 @@ export function runWasmKernel(m: CheckedWasm, inputs: readonly Float32Array[], o
       memory = instance.exports[m.memoryExport!] as WebAssembly.Memory;
     }
   } catch (err) {
-    return trapped(err, 'while starting');
+    throw new WasmRunError(`could not be instantiated: ${(err as Error).message}`);
   }
   const align = (x: number) => Math.ceil(x / 16) * 16;
   let at = align(m.heapBase ? Number((instance.exports['__heap_base'] as WebAssembly.Global).value) >>> 0 : 0);
