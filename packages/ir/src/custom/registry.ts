@@ -116,9 +116,10 @@ function checkCodelet(spec: CustomOpSpec, fields: CustomOp['fields'], fail: (m: 
 function sameRegistration(a: CustomOpSpec, b: CustomOpSpec): boolean {
   if (a === b) return true;
   const plain = (s: CustomOpSpec) =>
-    JSON.stringify([s.inputs, s.attributes ?? [], Array.isArray(s.outputs) ? s.outputs : null, s.codelet.source, s.codelet.vertex, s.codelet.inputs, s.codelet.outputs, s.codelet.attributes, s.reference.entry, s.reference.stepBudget, typeof s.gradient === 'function' ? null : s.gradient]);
+    JSON.stringify([s.inputs, s.attributes ?? [], Array.isArray(s.outputs) ? s.outputs : (s.outputs as { count: number }).count, s.codelet.source, s.codelet.vertex, s.codelet.inputs, s.codelet.outputs, s.codelet.attributes, s.reference.entry, s.reference.stepBudget, typeof s.gradient === 'function' ? null : s.gradient]);
   const sameBytes = a.reference.wasm.length === b.reference.wasm.length && a.reference.wasm.every((x, i) => x === b.reference.wasm[i]);
-  const sameFns = (Array.isArray(a.outputs) || a.outputs === b.outputs) && (typeof a.gradient !== 'function' || a.gradient === b.gradient);
+  const fn = (s: CustomOpSpec) => (Array.isArray(s.outputs) ? undefined : (s.outputs as { infer: CustomShapeFunction }).infer);
+  const sameFns = fn(a) === fn(b) && (typeof a.gradient !== 'function' || a.gradient === b.gradient);
   return sameBytes && sameFns && plain(a) === plain(b);
 }
 
@@ -192,7 +193,7 @@ export function lookupCustomOp(name: string, domain: string, version: number): C
   if (op) return op;
   const others = [...registry.values()].filter((o) => o.name === name).map((o) => customOpLabel(o.name, o.domain, o.version));
   throw new ShapeError(
-    `no custom op ${customOpLabel(name, domain, version)} is registered${others.length ? ` (registered: ${others.join(', ')})` : ''}; register it with registerCustomOp or a customop declaration`,
+    `no custom op ${customOpLabel(name, domain, version)} is registered${others.length ? ` (registered: ${others.join(', ')})` : ''}; register it first (registerCustomOp)`,
   );
 }
 
