@@ -325,6 +325,7 @@ class OnnxImporter {
     throw new OnnxUnsupportedError(
       error(`unsupported ops found in model (opset ${this.opset}): ${list.join('; ')}`, this.loc(), [
         'these ONNX ops have no mapping to tilegraph IR ops at this opset',
+        ...([...missing.keys()].some((k) => k.includes('.')) ? ['a node of a custom domain needs a custom op of that domain and op type registered first (registerCustomOp)'] : []),
       ]),
       [...missing.keys()],
     );
