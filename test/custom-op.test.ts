@@ -1,4 +1,5 @@
 import { jest } from '@jest/globals';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import wabtInit from 'wabt';
@@ -63,7 +64,7 @@ test('the codelets on the emulated IPU agree exactly with the WebAssembly kernel
     expect(Array.from(got['y']![0]!.data)).toEqual(Array.from(want['y']![0]!.data));
     expect(Array.from(got['dx']![0]!.data)).toEqual(Array.from(want['dx']![0]!.data));
   } finally {
-    backend.dispose();
+    backend.dispose?.();
   }
 });
 
@@ -124,4 +125,12 @@ test('training on the emulated IPU follows the reference step by step', () => {
     ref.dispose();
     dev.dispose();
   }
+});
+
+test('the example script trains (on the reference interpreter, from the built packages)', () => {
+  const r = spawnSync(process.execPath, [path.join(CUSTOM_EXAMPLE, 'train.mjs'), '--backend', 'reference', '--steps', '40'], { encoding: 'utf8', timeout: 120_000 });
+  expect(r.stderr).toBe('');
+  const losses = [...r.stdout.matchAll(/loss (\S+)/g)].map((m) => Number(m[1]));
+  expect(losses.length).toBeGreaterThan(3);
+  expect(losses[losses.length - 1]!).toBeLessThan(0.5 * losses[0]!);
 });
