@@ -78,3 +78,19 @@ test('ONNX: an unregistered version or an unknown attribute is reported', () => 
     "leaky_relu node 'act': custom op 'custom.ops::leaky_relu' (version 1) has no attribute 'beta' (attributes: alpha)",
   );
 });
+
+test('a reference kernel over its step budget is reported at the op that ran it', async () => {
+  const wabt = await (await import('wabt')).default();
+  const spin = wabt.parseWat('spin.wat', '(module (memory (export "memory") 1 1) (func (export "spin") (param i32 i32 i32 i32) (loop $l (br $l))))');
+  registerCustomOp({
+    name: 'spin',
+    inputs: ['x'],
+    outputs: [{ dtype: 'float32', shape: [4] }],
+    codelet: { source: 'class Spin : public poplar::Vertex { public: poplar::Input<poplar::Vector<float>> x; poplar::Output<poplar::Vector<float>> out0; bool compute() { return true; } };', vertex: 'Spin' },
+    reference: { wasm: new Uint8Array(spin.toBinary({}).buffer), entry: 'spin', stepBudget: 1000 },
+  });
+  const g = compileModelSource('model m {\n  input x: f32[4]\n  output y = custom_op("spin", x)\n}\n', 'm.tg');
+  expect(message(() => runGraph(g, { x: Tensor.from('float32', [4], X) }))).toContain(
+    "m.tg:3:14: error: the reference kernel of custom op 'custom.ops::spin' (version 1) exceeded its step budget of 1000 calls and loop iterations",
+  );
+});
