@@ -2,6 +2,9 @@
 // tilegraph connects the op's input to `x`, its result to `y` and its attribute to `alpha`.
 #include <poplar/Vertex.hpp>
 
+// each codelet gets a namespace of its own: leaky_relu_grad.cpp defines a slope() too
+inline float slope(float x, float alpha) { return x > 0.0f ? 1.0f : alpha; }
+
 class LeakyRelu : public poplar::Vertex {
 public:
   poplar::Input<poplar::Vector<float>> x;
@@ -9,7 +12,7 @@ public:
   float alpha;
 
   bool compute() {
-    for (unsigned i = 0; i < y.size(); ++i) y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
+    for (unsigned i = 0; i < y.size(); ++i) y[i] = slope(x[i], alpha) * x[i];
     return true;
   }
 };

@@ -1,6 +1,8 @@
 // Poplar codelet of leaky_relu_grad: dx = dy * (x > 0 ? 1 : alpha).
 #include <poplar/Vertex.hpp>
 
+inline float slope(float x, float alpha) { return x > 0.0f ? 1.0f : alpha; }
+
 class LeakyReluGrad : public poplar::Vertex {
 public:
   poplar::Input<poplar::Vector<float>> x;
@@ -10,7 +12,7 @@ public:
   float alpha;
 
   bool compute() {
-    for (unsigned i = 0; i < dx.size(); ++i) dx[i] = x[i] > 0.0f ? dy[i] : alpha * dy[i];
+    for (unsigned i = 0; i < dx.size(); ++i) dx[i] = slope(x[i], alpha) * dy[i];
     return true;
   }
 };

@@ -5,25 +5,28 @@ import type { Lowering } from './index.js';
 
 /**
  * A registered custom op (see @tilegraph/ir's registerCustomOp): its codelet goes into
- * codelets.cpp under a generated class name, and one vertex on tile 0 gets every operand and
+ * codelets.cpp in a namespace of its own (tg::Custom<n>::<vertex class>), and one vertex on tile 0 gets every operand and
  * result whole (flattened), with the attributes set as its initial field values. Operands on
  * other tiles reach it by exchange.
  */
 
-/** The codelet's text with its vertex class renamed (uses written `poplar::X` or `ns::X` are other names). */
-function codeletText(source: string, vertex: string): (name: string) => string {
+/**
+ * The codelet inside a namespace of its own (named by the code generator), so that its helpers
+ * cannot clash with another codelet's; the includes codelets.cpp makes already are dropped.
+ */
+function codeletText(source: string): (name: string) => string {
   const kept = source
     .split('\n')
-    .filter((l) => !PROVIDED_CODELET_INCLUDE.test(l) && !/^\s*using\s+namespace\s+poplar\s*;\s*$/.test(l))
+    .filter((l) => !PROVIDED_CODELET_INCLUDE.test(l))
     .join('\n');
-  return (name) => kept.replace(new RegExp(`(?<!::\\s*)\\b${vertex}\\b`, 'g'), name);
+  return (name) => `namespace ${name} {\n${kept.trimEnd()}\n} // namespace ${name}`;
 }
 
 function lowerCustom(op: Op, e: GraphEmitter): void {
   const reg = customOpOf(op.attrs);
   const ipu = e.ipuOf(op);
   const g = e.g(ipu);
-  const cls = e.mc.codelets.add('Custom', `${reg.domain}\u0000${reg.name}\u0000${reg.version}`, codeletText(reg.spec.codelet.source, reg.spec.codelet.vertex));
+  const cls = e.mc.codelets.add('Custom', `${reg.domain}\u0000${reg.name}\u0000${reg.version}`, codeletText(reg.spec.codelet.source), undefined, reg.spec.codelet.vertex);
   const vertex = e.mc.codelets.vertexName(cls);
   const ins = op.operands.map((_, i) => e.operand(op, i));
   const outs = op.results.map((r) => e.newResult(r, ipu));
