@@ -172,9 +172,11 @@ export function registerCustomOp(spec: CustomOpSpec, loc?: Location): CustomOp {
   if (fields.inputs.length !== spec.inputs.length) fail(`codelet names ${fields.inputs.length} input fields for ${spec.inputs.length} inputs`);
   if (fields.outputs.length !== outputCount) fail(`codelet names ${fields.outputs.length} output fields for ${outputCount} outputs`);
   if (fields.attributes.length !== attributes.length) fail(`codelet names ${fields.attributes.length} attribute fields for ${attributes.length} attributes`);
+  if (typeof spec.codelet.source !== 'string') fail("codelet.source must be the codelet's C++ text");
   checkCodelet(spec, fields, fail);
   const g = spec.gradient;
   if (g !== undefined && g !== 'none' && typeof g !== 'string' && typeof g !== 'function') fail('gradient must be a custom op name, a function or "none"');
+  if (!(spec.reference.wasm instanceof Uint8Array)) fail("reference.wasm must be the module's bytes (a Uint8Array)");
   let wasm: CheckedWasm;
   try {
     wasm = checkWasmModule(spec.reference.wasm, spec.reference.entry, customKernelParams(spec.inputs.length, outputCount, attributes), spec.reference.stepBudget ?? DEFAULT_STEP_BUDGET);

@@ -149,3 +149,17 @@ test('a kernel over its step budget and an op without a gradient are reported by
   const rule = custom.grad as Exclude<typeof custom.grad, 'none' | undefined>;
   expect(() => rule({ b, op, inputs: [x], outputs: op.results, outputGrads: [x] })).toThrow("custom op 'custom.ops::spin' (version 1) has no gradient");
 });
+
+test('a gradient function that throws, and module bytes of the wrong kind, are diagnostics', () => {
+  const broken: CustomOpSpec['gradient'] = () => {
+    throw new TypeError('oops');
+  };
+  registerCustomOp(spec({ name: 'broken_grad', gradient: broken }));
+  const b = new GraphBuilder('g');
+  const x = b.input('x', 'float32', [3]);
+  const op = b.addOp('custom', [x, x], { name: 'broken_grad', domain: 'test.ops', attributes: [1] });
+  const rule = custom.grad as Exclude<typeof custom.grad, 'none' | undefined>;
+  expect(() => rule({ b, op, inputs: [x, x], outputs: op.results, outputGrads: [x] })).toThrow("the gradient function of custom op 'test.ops::broken_grad' (version 1) failed: oops");
+  const bytes = new ArrayBuffer(8) as unknown as Uint8Array;
+  expect(registrationError(spec({ name: 'bytes', reference: { wasm: bytes, entry: 'k' } }))).toBe("custom op 'test.ops::bytes' (version 1): reference.wasm must be the module's bytes (a Uint8Array)");
+});

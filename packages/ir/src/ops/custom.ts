@@ -103,7 +103,15 @@ export const custom = defineOp({
     }
     const grads: Value[] = outputGrads.map((x, i) => x ?? b.constant(Tensor.zeros('float32', outputs[i]!.type.shape)));
     let result: readonly (Value | undefined)[];
-    if (typeof g === 'function') result = g({ b, inputs, outputs, outputGrads: grads, attrs: customAttrs(op, irOp.attrs) });
+    if (typeof g === 'function') {
+      try {
+        result = g({ b, inputs, outputs, outputGrads: grads, attrs: customAttrs(op, irOp.attrs) });
+      } catch (e) {
+        if (e instanceof DiagnosticError) throw e;
+        throw new DiagnosticError(error(`the gradient function of custom op ${label} failed: ${(e as Error)?.message ?? String(e)}`, irOp.loc));
+      }
+      if (!Array.isArray(result)) throw new DiagnosticError(error(`the gradient function of custom op ${label} returned no list of gradients`, irOp.loc));
+    }
     else {
       const gradOp = lookupCustomOp(g, op.domain, op.version);
       result = b.ops('custom', [...inputs, ...outputs, ...grads], { name: gradOp.name, domain: op.domain, version: op.version, attributes: customAttrValues(gradOp, customAttrs(op, irOp.attrs)) });
