@@ -64,7 +64,6 @@ export interface CustomOpSpec {
    * gradient per input; or a function composing ops; or 'none' (not differentiable).
    */
   readonly gradient?: string | 'none' | ((ctx: CustomGradContext) => readonly (Value | undefined)[]);
-  readonly doc?: string;
 }
 
 /** A checked registration. */
@@ -112,6 +111,16 @@ function checkCodelet(spec: CustomOpSpec, fields: CustomOp['fields'], fail: (m: 
   if (new Set(all).size !== all.length) fail(`codelet field names repeat: ${all.join(', ')}`);
 }
 
+/** The settings a registration may have, object by object. */
+function specKeys(spec: CustomOpSpec): [string, object | undefined, readonly string[]][] {
+  return [
+    ['the registration', spec, ['name', 'domain', 'domainVersion', 'inputs', 'attributes', 'outputs', 'codelet', 'reference', 'gradient']],
+    ['codelet', spec.codelet, ['source', 'file', 'vertex', 'inputs', 'outputs', 'attributes']],
+    ['reference', spec.reference, ['wasm', 'file', 'entry', 'stepBudget']],
+    ...(spec.attributes ?? []).map((a, i): [string, object, readonly string[]] => [`attribute ${i}`, a, ['name', 'type', 'default']]),
+  ];
+}
+
 /** Whether two registrations say the same (a model loaded twice registers its ops twice). */
 function sameRegistration(a: CustomOpSpec, b: CustomOpSpec): boolean {
   if (a === b) return true;
@@ -141,6 +150,10 @@ export function registerCustomOp(spec: CustomOpSpec, loc?: Location): CustomOp {
     throw new DiagnosticError(error(`custom op ${label}: ${m}`, loc, notes));
   };
   if (!spec.name || typeof spec.name !== 'string') fail('needs a name');
+  // a misspelt key would otherwise be ignored
+  for (const [what, obj, known] of specKeys(spec)) {
+    for (const k of Object.keys(obj ?? {})) if (!known.includes(k)) fail(`${what} has no setting '${k}' (settings: ${known.join(', ')})`);
+  }
   if (!Number.isInteger(version) || version < 1) fail(`domain version must be a positive integer, got ${version}`);
   const known = registry.get(key(spec.name, domain, version));
   if (known) {

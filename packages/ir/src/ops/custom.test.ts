@@ -81,6 +81,12 @@ test('registrations are checked: codelet, fields, outputs, module', () => {
   );
   expect(named({ codelet: { source: CODELET, vertex: 'ScaledAdd', outputs: ['result'] } })).toBe("custom op 'test.ops::bad' (version 1): codelet source has no field 'result' for vertex 'ScaledAdd'");
   expect(named({ codelet: { source: CODELET, vertex: 'ScaledAdd' } })).toBe("custom op 'test.ops::bad' (version 1): codelet source has no field 'out0' for vertex 'ScaledAdd'");
+  expect(named({ gradiant: 'x' } as Partial<CustomOpSpec>)).toBe(
+    "custom op 'test.ops::bad' (version 1): the registration has no setting 'gradiant' (settings: name, domain, domainVersion, inputs, attributes, outputs, codelet, reference, gradient)",
+  );
+  expect(named({ reference: { wasm: new Uint8Array(), entry: 'k', budget: 3 } as CustomOpSpec['reference'] })).toBe(
+    "custom op 'test.ops::bad' (version 1): reference has no setting 'budget' (settings: wasm, file, entry, stepBudget)",
+  );
   expect(named({ outputs: [{ dtype: 'int32', shape: [2] }] })).toBe("custom op 'test.ops::bad' (version 1): output type i32[2] is not float32 (custom ops take and make float32 tensors)");
   expect(named({ attributes: [{ name: 'scale', type: 'int' }] })).toBe(
     "custom op 'test.ops::bad' (version 1): reference module exports 'scaled_add' with signature (i32, i32, i32, i32, i32, i32, f32) -> (), but the kernel must take (i32, i32, i32, i32, i32, i32, i32) -> ()",
