@@ -91,6 +91,6 @@ test('a reference kernel over its step budget is reported at the op that ran it'
   });
   const g = compileModelSource('model m {\n  input x: f32[4]\n  output y = custom_op("spin", x)\n}\n', 'm.tg');
   expect(message(() => runGraph(g, { x: Tensor.from('float32', [4], X) }))).toContain(
-    "m.tg:3:14: error: the reference kernel of custom op 'custom.ops::spin' (version 1) exceeded its step budget of 1000 calls and loop iterations",
+    "m.tg:3:14: error: the reference kernel of custom op 'custom.ops::spin' (version 1) exceeded its step budget of 1000 instructions",
   );
 });

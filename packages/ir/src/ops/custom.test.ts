@@ -150,7 +150,7 @@ test('a kernel over its step budget and an op without a gradient are reported by
   b.loc = fileLoc('model.tg', 4, 2);
   const op = b.addOp('custom', [x], { name: 'spin' });
   expect(() => custom.kernel([Tensor.from('float32', [2], [1, 2])], op.attrs, { seed: 0, step: 0, print: () => {} })).toThrow(
-    "the reference kernel of custom op 'custom.ops::spin' (version 1) exceeded its step budget of 1000 calls and loop iterations",
+    "the reference kernel of custom op 'custom.ops::spin' (version 1) exceeded its step budget of 1000 instructions",
   );
   const rule = custom.grad as Exclude<typeof custom.grad, 'none' | undefined>;
   expect(() => rule({ b, op, inputs: [x], outputs: op.results, outputGrads: [x] })).toThrow("custom op 'custom.ops::spin' (version 1) has no gradient");

@@ -1,8 +1,8 @@
 /**
  * Step budget for untrusted WebAssembly: a small binary rewrite that adds a mutable i32 global
- * holding the remaining fuel and, at every function entry and every loop header, code that traps
- * when the fuel is spent and decrements it otherwise. Every call and every loop iteration then
- * costs one unit, so a run executes at most (budget × the longest loop-free code path)
+ * holding the remaining fuel and, at every function entry and every loop header, code that
+ * charges the instructions of the code it enters (see regionSizes) and traps, setting the fuel to
+ * FUEL_SPENT, when too little is left. A run then executes at most `budget` of the module's own
  * instructions. The fuel global is exported under FUEL_EXPORT so that the runner can tell an
  * exhausted budget from the module's own traps.
  *
@@ -64,10 +64,15 @@ function sleb(n: number): number[] {
   }
 }
 
-/** `if (fuel == 0) unreachable; fuel -= 1` */
-function fuelCheck(g: number): number[] {
+/** The fuel global's value after a check found too little fuel (never a count: fuel stays in [0, 2^31)). */
+export const FUEL_SPENT = -1;
+
+/** `if (fuel <u cost) { fuel = -1; unreachable } fuel -= cost` */
+function fuelCheck(g: number, cost: number): number[] {
   const get = [0x23, ...leb(g)];
-  return [...get, 0x45, 0x04, 0x40, 0x00, 0x0b, ...get, 0x41, 0x01, 0x6b, 0x24, ...leb(g)];
+  const set = [0x24, ...leb(g)];
+  const c = [0x41, ...sleb(cost)];
+  return [...get, ...c, 0x49, 0x04, 0x40, 0x41, 0x7f, ...set, 0x00, 0x0b, ...get, ...c, 0x6b, ...set];
 }
 
 function skipBlockType(r: Reader): void {
@@ -76,64 +81,89 @@ function skipBlockType(r: Reader): void {
   else r.skipLeb(5); // a type index (s33)
 }
 
-/** Rewrites one function body (locals + expression), inserting `check` at entry and after each loop header. */
-function rewriteBody(body: Uint8Array, check: readonly number[]): number[] {
+/** Skips the immediates of instruction `op` (already read); refuses instructions it does not know. */
+function skipImmediates(r: Reader, op: number): void {
+  if (op === 0x02 || op === 0x03 || op === 0x04) skipBlockType(r);
+  else if (op === 0x0c || op === 0x0d || (op >= 0x20 && op <= 0x26) || op === 0x10 || op === 0xd2 || op === 0x3f || op === 0x40) r.u32();
+  else if (op === 0x0e) {
+    const n = r.u32();
+    for (let i = 0; i <= n; i++) r.u32();
+  } else if (op === 0x11) {
+    r.u32();
+    r.u32();
+  } else if (op === 0x1c) {
+    const n = r.u32();
+    for (let i = 0; i < n; i++) r.byte();
+  } else if (op >= 0x28 && op <= 0x3e) {
+    const align = r.u32();
+    if (align & 0x40) r.u32(); // multi-memory: a memory index follows
+    r.u32();
+  } else if (op === 0x41) r.skipLeb(5);
+  else if (op === 0x42) r.skipLeb(10);
+  else if (op === 0x43) r.p += 4;
+  else if (op === 0x44) r.p += 8;
+  else if (op === 0xd0) r.byte();
+  else if (op === 0xfc) {
+    const sub = r.u32();
+    if (sub <= 7) {
+      // saturating truncations: no immediates
+    } else if (sub === 8 || sub === 10 || sub === 12 || sub === 14) {
+      r.u32();
+      r.u32();
+    } else if (sub === 9 || sub === 11 || sub === 13 || (sub >= 15 && sub <= 17)) r.u32();
+    else throw new FuelError(`uses the instruction 0xfc ${sub}, which the step counter does not support`);
+  } else if (!(op <= 0x01 || op === 0x05 || op === 0x0b || op === 0x0f || op === 0x1a || op === 0x1b || (op >= 0x45 && op <= 0xc4) || op === 0xd1)) {
+    throw new FuelError(`uses the instruction 0x${op.toString(16)} (SIMD, exceptions, tail calls and other extensions are not supported)`);
+  }
+}
+
+/**
+ * Instructions per region: region 0 is the function body outside its loops, region k the body of
+ * its k-th loop outside the loops nested in it. Between two checks (a function entry or a loop
+ * header) execution only moves forward through one region, so charging a region's size at its
+ * check bounds the instructions a run executes by its budget.
+ */
+function regionSizes(body: Uint8Array, start: number): number[] {
+  const r = new Reader(body, start);
+  const sizes = [0];
+  const frames: number[] = [];
+  while (r.p < body.length) {
+    const op = r.byte();
+    sizes[frames.length ? frames[frames.length - 1]! : 0]! += 1;
+    skipImmediates(r, op);
+    if (op === 0x03) {
+      frames.push(sizes.length);
+      sizes.push(0);
+    } else if (op === 0x02 || op === 0x04) frames.push(frames.length ? frames[frames.length - 1]! : 0);
+    else if (op === 0x0b) frames.pop();
+  }
+  return sizes;
+}
+
+/** Rewrites one function body (locals + expression), inserting a fuel check at entry and after each loop header. */
+function rewriteBody(body: Uint8Array, fuelGlobal: number): number[] {
   const r = new Reader(body);
   const groups = r.u32();
   for (let i = 0; i < groups; i++) {
     r.u32();
     r.byte();
   }
+  const sizes = regionSizes(body, r.p);
   const out: number[] = [];
   append(out, body.subarray(0, r.p));
-  append(out, check);
+  append(out, fuelCheck(fuelGlobal, Math.max(1, sizes[0]!)));
+  let loops = 0;
   let from = r.p;
-  const flushTo = (end: number) => {
-    for (let i = from; i < end; i++) out.push(body[i]!);
-    from = end;
-  };
   while (r.p < body.length) {
     const op = r.byte();
+    skipImmediates(r, op);
     if (op === 0x03) {
-      skipBlockType(r);
-      flushTo(r.p);
-      append(out, check);
-      continue;
-    }
-    if (op === 0x02 || op === 0x04) skipBlockType(r);
-    else if (op === 0x0c || op === 0x0d || (op >= 0x20 && op <= 0x26) || op === 0x10 || op === 0xd2 || op === 0x3f || op === 0x40) r.u32();
-    else if (op === 0x0e) {
-      const n = r.u32();
-      for (let i = 0; i <= n; i++) r.u32();
-    } else if (op === 0x11) {
-      r.u32();
-      r.u32();
-    } else if (op === 0x1c) {
-      const n = r.u32();
-      for (let i = 0; i < n; i++) r.byte();
-    } else if (op >= 0x28 && op <= 0x3e) {
-      const align = r.u32();
-      if (align & 0x40) r.u32(); // multi-memory: a memory index follows
-      r.u32();
-    } else if (op === 0x41) r.skipLeb(5);
-    else if (op === 0x42) r.skipLeb(10);
-    else if (op === 0x43) r.p += 4;
-    else if (op === 0x44) r.p += 8;
-    else if (op === 0xd0) r.byte();
-    else if (op === 0xfc) {
-      const sub = r.u32();
-      if (sub <= 7) {
-        // saturating truncations: no immediates
-      } else if (sub === 8 || sub === 10 || sub === 12 || sub === 14) {
-        r.u32();
-        r.u32();
-      } else if (sub === 9 || sub === 11 || sub === 13 || (sub >= 15 && sub <= 17)) r.u32();
-      else throw new FuelError(`uses the instruction 0xfc ${sub}, which the step counter does not support`);
-    } else if (!(op <= 0x01 || op === 0x05 || op === 0x0b || op === 0x0f || op === 0x1a || op === 0x1b || (op >= 0x45 && op <= 0xc4) || op === 0xd1)) {
-      throw new FuelError(`uses the instruction 0x${op.toString(16)} (SIMD, exceptions, tail calls and other extensions are not supported)`);
+      append(out, body.subarray(from, r.p));
+      from = r.p;
+      append(out, fuelCheck(fuelGlobal, Math.max(1, sizes[++loops]!)));
     }
   }
-  flushTo(body.length);
+  append(out, body.subarray(from));
   return out;
 }
 
@@ -174,7 +204,7 @@ function appendEntry(sections: Section[], id: number, entry: readonly number[]):
   sections.splice(at < 0 ? sections.length : at, 0, vecSection(id, 1, entry));
 }
 
-/** The module with a step budget of `budget` calls and loop iterations (see the file comment). */
+/** The module with a step budget of `budget` instructions (see the file comment). */
 export function addFuel(module: Uint8Array, budget: number): Uint8Array {
   if (!Number.isInteger(budget) || budget < 1 || budget >= 2 ** 31) throw new FuelError(`step budget must be an integer from 1 to 2^31-1, got ${budget}`);
   const r = new Reader(module, 8);
@@ -189,7 +219,6 @@ export function addFuel(module: Uint8Array, budget: number): Uint8Array {
   }
   const globals = sections.find((s) => s.id === 6);
   const fuelIndex = globals ? new Reader(globals.bytes).u32() : 0;
-  const check = fuelCheck(fuelIndex);
   // (global (mut i32) (i32.const budget)) and (export FUEL_EXPORT (global fuelIndex))
   appendEntry(sections, 6, [0x7f, 0x01, 0x41, ...sleb(budget), 0x0b]);
   const name = [...new TextEncoder().encode(FUEL_EXPORT)];
@@ -201,7 +230,7 @@ export function addFuel(module: Uint8Array, budget: number): Uint8Array {
     const bodies: number[] = [];
     for (let i = 0; i < n; i++) {
       const size = cr.u32();
-      const body = rewriteBody(sections[ci]!.bytes.subarray(cr.p, cr.p + size), check);
+      const body = rewriteBody(sections[ci]!.bytes.subarray(cr.p, cr.p + size), fuelIndex);
       cr.p += size;
       append(bodies, leb(body.length));
       append(bodies, body);

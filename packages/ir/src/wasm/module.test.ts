@@ -108,16 +108,21 @@ test('extensions the step counter cannot follow are refused by name', () => {
 });
 
 test('hostile kernels stop at the step budget or the stack limit', () => {
-  expect(runProblem(wasm(`(module ${MEM} (func (export "k") (loop $l (br $l))))`), 1000)).toBe('exceeded its step budget of 1000 calls and loop iterations');
+  expect(runProblem(wasm(`(module ${MEM} (func (export "k") (loop $l (br $l))))`), 1000)).toBe('exceeded its step budget of 1000 instructions');
   // nested loops: the inner one counts every iteration
   expect(runProblem(wasm(`(module ${MEM} (func (export "k") (local i32) (loop $a (loop $b (br_if $b (i32.const 1))) (br $a))))`), 5000)).toBe(
-    'exceeded its step budget of 5000 calls and loop iterations',
+    'exceeded its step budget of 5000 instructions',
   );
   // unbounded recursion: the budget or the stack, whichever comes first
   expect(runProblem(wasm(`(module ${MEM} (func $r (call $r)) (func (export "k") (call $r)))`), 10_000_000)).toMatch(/^(exceeded its step budget|overflowed the call stack)/);
   expect(runProblem(wasm(`(module ${MEM} (func (export "k") unreachable))`), 1000)).toMatch(/^trapped while running: .*unreachable/);
-  // a kernel that uses its budget exactly finishes
-  expect(runProblem(wasm(`(module ${MEM} (func (export "k") (local $i i32) (loop $l (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if $l (i32.lt_u (local.get $i) (i32.const 998))))))`), 999)).toBe('ok');
+  // a loop body costs its length at every iteration: 97 statements of 4 instructions and 9 more
+  // (the counter, the test, br_if, end) make 397, and the function body outside the loop 2 (loop,
+  // end): 1000 iterations take 397,002 instructions exactly
+  const body = Array.from({ length: 97 }, () => '(local.set $v (f32.add (local.get $v) (f32.const 1)))').join(' ');
+  const long = wasm(`(module ${MEM} (func (export "k") (local $i i32) (local $v f32) (loop $l ${body} (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if $l (i32.lt_u (local.get $i) (i32.const 1000))))))`);
+  expect(runProblem(long, 397_001)).toBe('exceeded its step budget of 397001 instructions');
+  expect(runProblem(long, 397_002)).toBe('ok');
 });
 
 test('tensors that do not fit the memory maximum are refused', () => {

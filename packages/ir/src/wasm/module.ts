@@ -1,6 +1,6 @@
 import { decode } from '@webassemblyjs/wasm-parser';
 import type { ModuleField, Signature } from '@webassemblyjs/wasm-parser';
-import { FUEL_EXPORT, FuelError, addFuel } from './fuel.js';
+import { FUEL_EXPORT, FUEL_SPENT, FuelError, addFuel } from './fuel.js';
 
 /**
  * Reference kernels written as WebAssembly modules: checked before use, run with bounded memory
@@ -20,8 +20,8 @@ import { FUEL_EXPORT, FuelError, addFuel } from './fuel.js';
 export const MAX_MODULE_BYTES = 1 << 20;
 /** 64 KiB pages: 16 MiB. */
 export const MAX_MEMORY_PAGES = 256;
-/** Calls plus loop iterations a run may take (see fuel.ts). */
-export const DEFAULT_STEP_BUDGET = 50_000_000;
+/** Instructions a run may execute (see fuel.ts): about a second of work. */
+export const DEFAULT_STEP_BUDGET = 1_000_000_000;
 
 export type WasmParam = 'i32' | 'f32';
 
@@ -136,7 +136,7 @@ export function runWasmKernel(m: CheckedWasm, inputs: readonly Float32Array[], o
   let instance: WebAssembly.Instance;
   const fuelLeft = () => (instance?.exports[FUEL_EXPORT] as WebAssembly.Global | undefined)?.value as number | undefined;
   const trapped = (err: unknown, when: string): never => {
-    if (fuelLeft() === 0) throw new WasmRunError(`exceeded its step budget of ${m.budget} calls and loop iterations`);
+    if (fuelLeft() === FUEL_SPENT) throw new WasmRunError(`exceeded its step budget of ${m.budget} instructions`);
     if (err instanceof RangeError && /call stack/i.test(err.message)) throw new WasmRunError(`overflowed the call stack ${when}`);
     throw new WasmRunError(`trapped ${when}: ${(err as Error).message}`);
   };
