@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import {
-  AttrInput, Annotations, DEFAULT_CUSTOM_DOMAIN, DType, DiagnosticError, ShapeError, customAttrValues, lookupCustomOp, Graph, GraphBuilder, InitSpec, Location, SERIALIZE_MODES, SerializeMode, Tensor, Value,
+  AttrInput, Annotations, DEFAULT_CUSTOM_DOMAIN, DType, DiagnosticError, ShapeError, customOpAttrs, Graph, GraphBuilder, InitSpec, Location, SERIALIZE_MODES, SerializeMode, Tensor, Value,
   error, formatType, isInitSpec, selectFrame, typesEqual,
 } from '@tilegraph/ir';
 import { seedFromName } from '../dsl/elaborate.js';
@@ -190,16 +190,14 @@ export class ModelBuilder {
    */
   customOp(name: string, inputs: readonly Value[], attrs: Readonly<Record<string, number>> = {}, opts: { domain?: string; domainVersion?: number } = {}): Value[] {
     return this.at(() => {
-      const domain = opts.domain ?? DEFAULT_CUSTOM_DOMAIN;
-      const version = opts.domainVersion ?? 1;
-      let values: number[];
+      let full: AttrInput;
       try {
-        values = customAttrValues(lookupCustomOp(name, domain, version), attrs);
+        full = customOpAttrs(name, opts.domain ?? DEFAULT_CUSTOM_DOMAIN, opts.domainVersion ?? 1, attrs);
       } catch (e) {
         if (e instanceof ShapeError) throw new DiagnosticError(error(e.message, this.b.loc));
         throw e;
       }
-      return this.b.ops('custom', inputs, { name, domain, version, attributes: values });
+      return this.b.ops('custom', inputs, full);
     });
   }
 

@@ -1,6 +1,6 @@
 import {
   AttrValue, Annotations, DTYPES, DType, Diagnostic, DiagnosticError, Frame, GraphBuilder, INIT_FUNCTIONS, InitSpec, Location,
-  SERIALIZE_MODES, SerializeMode, ShapeError, Tensor, Value, DEFAULT_CUSTOM_DOMAIN, customAttrValues, lookupCustomOp, dtypeShortName, formatLocation, formatShape, formatType, getOpDef, isInteger, opRegistry,
+  SERIALIZE_MODES, SerializeMode, ShapeError, Tensor, Value, DEFAULT_CUSTOM_DOMAIN, customOpAttrs, dtypeShortName, formatLocation, formatShape, formatType, getOpDef, isInteger, opRegistry,
   numElements, parseDType, shapeLimitProblem, shapesEqual, typesEqual, editDistance } from '@tilegraph/ir';
 import type * as A from './ast.js';
 import type { DslDiagnostic } from './errors.js';
@@ -1307,14 +1307,14 @@ export class Elaborator {
       } else if (a.v.k === 'num') given[k] = a.v.v;
       else this.fail(`custom_op: attribute '${k}' must be a number, got ${describe(a.v)}`, a.pos, env);
     }
-    let values: number[];
+    let attrs: Record<string, AttrValue>;
     try {
-      values = customAttrValues(lookupCustomOp(first.v, meta.domain, meta.version), given);
+      attrs = customOpAttrs(first.v, meta.domain, meta.version, given);
     } catch (e) {
       if (e instanceof ShapeError) return this.fail(e.message, pos, env);
       throw e;
     }
-    const results = this.emit('custom', inputs, { name: first.v, domain: meta.domain, version: meta.version, attributes: values }, pos, env);
+    const results = this.emit('custom', inputs, attrs, pos, env);
     return results.length === 1 ? tensor(results[0]!) : list(results.map(tensor));
   }
 

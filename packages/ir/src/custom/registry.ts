@@ -238,3 +238,11 @@ export function customAttrValues(op: CustomOp, given: Readonly<Record<string, nu
     return v;
   });
 }
+
+/**
+ * The IR attributes of a call of a registered custom op with attributes given by name (defaults
+ * filled); ShapeError when the op is not registered or an attribute is wrong.
+ */
+export function customOpAttrs(name: string, domain: string, version: number, given: Readonly<Record<string, number>>): { name: string; domain: string; version: number; attributes: number[] } {
+  return { name, domain, version, attributes: customAttrValues(lookupCustomOp(name, domain, version), given) };
+}
