@@ -155,6 +155,17 @@ export function registerCustomOp(spec: CustomOpSpec, loc?: Location): CustomOp {
     for (const k of Object.keys(obj ?? {})) if (!known.includes(k)) fail(`${what} has no setting '${k}' (settings: ${known.join(', ')})`);
   }
   if (!Number.isInteger(version) || version < 1) fail(`domain version must be a positive integer, got ${version}`);
+  // the parts the rest reads, of the right kinds (a registration may come from JavaScript)
+  if (!Array.isArray(spec.inputs) || !spec.inputs.every((x) => typeof x === 'string')) fail('inputs must be a list of input names');
+  if (typeof spec.codelet !== 'object' || spec.codelet === null || typeof spec.codelet.source !== 'string' || typeof spec.codelet.vertex !== 'string') {
+    fail("codelet must give the vertex's C++ source and its class name (codelet.source, codelet.vertex)");
+  }
+  if (typeof spec.reference !== 'object' || spec.reference === null || !(spec.reference.wasm instanceof Uint8Array) || typeof spec.reference.entry !== 'string') {
+    fail("reference must give the module's bytes (a Uint8Array) and the name of its entry point (reference.wasm, reference.entry)");
+  }
+  if (!Array.isArray(spec.outputs) && (typeof spec.outputs !== 'object' || typeof (spec.outputs as { infer?: unknown }).infer !== 'function')) {
+    fail('outputs must be example outputs (a list of types) or { count, infer } with a shape function');
+  }
   const known = registry.get(key(spec.name, domain, version));
   if (known) {
     if (sameRegistration(known.spec, spec)) return known;
@@ -185,11 +196,9 @@ export function registerCustomOp(spec: CustomOpSpec, loc?: Location): CustomOp {
   if (fields.inputs.length !== spec.inputs.length) fail(`codelet names ${fields.inputs.length} input fields for ${spec.inputs.length} inputs`);
   if (fields.outputs.length !== outputCount) fail(`codelet names ${fields.outputs.length} output fields for ${outputCount} outputs`);
   if (fields.attributes.length !== attributes.length) fail(`codelet names ${fields.attributes.length} attribute fields for ${attributes.length} attributes`);
-  if (typeof spec.codelet.source !== 'string') fail("codelet.source must be the codelet's C++ text");
   checkCodelet(spec, fields, fail);
   const g = spec.gradient;
   if (g !== undefined && g !== 'none' && typeof g !== 'string' && typeof g !== 'function') fail('gradient must be a custom op name, a function or "none"');
-  if (!(spec.reference.wasm instanceof Uint8Array)) fail("reference.wasm must be the module's bytes (a Uint8Array)");
   let wasm: CheckedWasm;
   try {
     wasm = checkWasmModule(spec.reference.wasm, spec.reference.entry, customKernelParams(spec.inputs.length, outputCount, attributes), spec.reference.stepBudget ?? DEFAULT_STEP_BUDGET);

@@ -167,5 +167,5 @@ test('a gradient function that throws, and module bytes of the wrong kind, are d
   const rule = custom.grad as Exclude<typeof custom.grad, 'none' | undefined>;
   expect(() => rule({ b, op, inputs: [x, x], outputs: op.results, outputGrads: [x] })).toThrow("the gradient function of custom op 'test.ops::broken_grad' (version 1) failed: oops");
   const bytes = new ArrayBuffer(8) as unknown as Uint8Array;
-  expect(registrationError(spec({ name: 'bytes', reference: { wasm: bytes, entry: 'k' } }))).toBe("custom op 'test.ops::bytes' (version 1): reference.wasm must be the module's bytes (a Uint8Array)");
+  expect(registrationError(spec({ name: 'bytes', reference: { wasm: bytes, entry: 'k' } }))).toBe("custom op 'test.ops::bytes' (version 1): reference must give the module's bytes (a Uint8Array) and the name of its entry point (reference.wasm, reference.entry)");
 });
