@@ -93,4 +93,16 @@ test('a reference kernel over its step budget is reported at the op that ran it'
   expect(message(() => runGraph(g, { x: Tensor.from('float32', [4], X) }))).toContain(
     "m.tg:3:14: error: the reference kernel of custom op 'custom.ops::spin' (version 1) exceeded its step budget of 1000 instructions",
   );
+  // an ONNX node with constant inputs runs the kernel at import: the message names the node
+  const proto = onnxTesting.modelProto({
+    nodes: [
+      { op: 'Constant', inputs: [], outputs: ['c'], attrs: { value: { tensor: onnxTesting.tensor('c', ONNX_DTYPE.FLOAT, [4], [1, 2, 3, 4]) } } },
+      { op: 'spin', domain: 'custom.ops', inputs: ['c'], outputs: ['y'], name: 'loop' },
+    ],
+    inputs: [],
+    outputs: [{ name: 'y', type: ONNX_DTYPE.FLOAT, shape: [4] }],
+  });
+  expect(message(() => importOnnx(encodeModel(proto), { file: 'm.onnx' }))).toContain(
+    "spin node 'loop': the reference kernel of custom op 'custom.ops::spin' (version 1) exceeded its step budget of 1000 instructions",
+  );
 });

@@ -1,4 +1,4 @@
-import { ShapeError, customAttrValues, customOpLabel, findCustomOp, lookupCustomOp } from '@tilegraph/ir';
+import { DiagnosticError, ShapeError, customAttrValues, customOpLabel, findCustomOp, lookupCustomOp } from '@tilegraph/ir';
 import type { CustomOp } from '@tilegraph/ir';
 import type { OnnxOpEntry } from './ops.js';
 import { ModelProto, NodeProto, int64 } from './proto.js';
@@ -53,7 +53,13 @@ export function customNodeEntry(node: NodeProto, model: ModelProto): OnnxOpEntry
         if (e instanceof ShapeError) c.fail(e.message);
         throw e;
       }
-      return c.e.ops('custom', c.allInputs(), { name: reg.name, domain: reg.domain, version: reg.version, attributes: values });
+      try {
+        return c.e.ops('custom', c.allInputs(), { name: reg.name, domain: reg.domain, version: reg.version, attributes: values });
+      } catch (e) {
+        // constant inputs run the reference kernel at import: its failure names this node
+        if (e instanceof DiagnosticError && e.diagnostics.every((d) => !d.loc)) c.fail(e.diagnostics.map((d) => d.message).join('; '));
+        throw e;
+      }
     },
   };
 }
