@@ -12,6 +12,7 @@ import { DEFAULT_STEP, OptimizerType, buildInferenceModule, buildTrainingModule,
 import { compileOptionsFrom, stepSettingsFrom } from '@tilegraph/runtime';
 import { convModule, mlpModule } from '../../packages/codegen-poplar/src/testing/golden-modules.js';
 import { arbitraryGraphRecipe, graphFromRecipe, stepOpKinds } from '../../packages/ir/src/testing/index.js';
+import { CUSTOM_EXAMPLE, registerLeakyRelu } from './custom-ops.js';
 import { targetedModule } from './poplar-api-cases.js';
 import { TRANSFORMER_DROPOUT } from './pipelined.js';
 
@@ -113,6 +114,14 @@ export function apiCheckCases(randomCount = 20): CppCase[] {
       cases.push({ name: `examples/${name}.tg ${p}${args ? ' --arg layers=4 ipus=4' : ''}`, make: () => step(example(name, args), p) });
     }
   }
+  // a user's codelet pasted into codelets.cpp (the custom op and its gradient op)
+  cases.push({
+    name: 'examples/custom-op/leaky.tg training',
+    make: () => {
+      registerLeakyRelu();
+      return step(loadModelFile(path.join(CUSTOM_EXAMPLE, 'leaky.tg')), 'training');
+    },
+  });
   for (const name of ['mlp', 'cnn', 'transformer']) {
     cases.push({ name: `examples/${name}.tg training, replicationFactor(2)`, make: () => step(example(name), 'training', new Options().replicationFactor(2), 'Adam') });
   }

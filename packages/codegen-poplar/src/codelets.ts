@@ -46,16 +46,18 @@ export interface CodeletClass {
 /** Collects vertex classes; identical bodies share one class. */
 export class CodeletSet {
   private readonly byKey = new Map<string, string>();
-  private readonly classes: { name: string; template: boolean; body: string; instances: Set<string> }[] = [];
+  private readonly classes: { name: string; template: boolean; body: string; instances: Set<string>; inner?: string }[] = [];
   private readonly counters = new Map<string, number>();
 
   /**
    * Registers a vertex class. `body(name)` returns the full class text for the given class name
    * (the text must depend only on the name and the key). A templated class lists the template
    * arguments it may be instantiated with (float and half for float vertices); only those the host
-   * uses (`vertexName`) are instantiated. Returns the class name.
+   * uses (`vertexName`) are instantiated. Returns the class name. With `inner`, `body(name)` is a
+   * namespace `name` holding the vertex class `inner` (a custom op's codelet, kept apart from
+   * every other codelet's names).
    */
-  add(prefix: string, key: string, body: (name: string) => string, variants?: readonly string[]): string {
+  add(prefix: string, key: string, body: (name: string) => string, variants?: readonly string[], inner?: string): string {
     const k = `${prefix}\u0000${key}`;
     const known = this.byKey.get(k);
     if (known) return known;
@@ -63,7 +65,7 @@ export class CodeletSet {
     this.counters.set(prefix, n + 1);
     const name = `${prefix}${n}`;
     this.byKey.set(k, name);
-    this.classes.push({ name, template: variants !== undefined, body: body(name), instances: new Set() });
+    this.classes.push({ name, template: variants !== undefined, body: body(name), instances: new Set(), ...(inner ? { inner } : {}) });
     return name;
   }
 
@@ -76,14 +78,14 @@ export class CodeletSet {
       c.instances.add(typeArgs);
       return `tg::${name}<${typeArgs}>`;
     }
-    return `tg::${name}`;
+    return `tg::${name}${c.inner ? `::${c.inner}` : ''}`;
   }
 
   /** Names of the vertices the host program instantiates. */
   vertexNames(): string[] {
     const out: string[] = [];
     for (const c of this.classes) {
-      if (!c.template) out.push(`tg::${c.name}`);
+      if (!c.template) out.push(`tg::${c.name}${c.inner ? `::${c.inner}` : ''}`);
       else for (const i of [...c.instances].sort()) out.push(`tg::${c.name}<${i}>`);
     }
     return out;

@@ -24,3 +24,6 @@ export * from './program-text.js';
 export * from './suggest.js';
 export * from './pausable.js';
 export * from './sources.js';
+export * from './custom/registry.js';
+export { customOpOf, customAttrs } from './ops/custom.js';
+export { MAX_MEMORY_PAGES, MAX_MODULE_BYTES, DEFAULT_STEP_BUDGET } from './wasm/module.js';

@@ -2,6 +2,7 @@ import type { Op } from '@tilegraph/ir';
 import type { GraphEmitter } from '../context.js';
 import { ANNOTATION_LOWERINGS } from './annotation.js';
 import { CONV_LOWERINGS } from './conv.js';
+import { CUSTOM_LOWERINGS } from './custom.js';
 import { ELEMENTWISE_OP_NAMES } from './elementwise.js';
 import { MATMUL_LOWERINGS } from './matmul.js';
 import { MOVEMENT_LOWERINGS } from './movement.js';
@@ -25,6 +26,7 @@ export const LOWERINGS: Readonly<Record<string, Lowering>> = {
   ...MOVEMENT_LOWERINGS,
   ...RANDOM_LOWERINGS,
   ...ANNOTATION_LOWERINGS,
+  ...CUSTOM_LOWERINGS,
 };
 
 /**
@@ -54,6 +56,7 @@ export const FAMILY_LOWERINGS: Readonly<Record<string, readonly string[]>> = {
   movement: Object.keys(MOVEMENT_LOWERINGS),
   random: Object.keys(RANDOM_LOWERINGS),
   annotation: Object.keys(ANNOTATION_LOWERINGS),
+  custom: Object.keys(CUSTOM_LOWERINGS),
 };
 
 /** Every op the generator can emit code for. */

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import {
-  AttrInput, Annotations, DType, DiagnosticError, Graph, GraphBuilder, InitSpec, Location, SERIALIZE_MODES, SerializeMode, Tensor, Value,
+  AttrInput, Annotations, DEFAULT_CUSTOM_DOMAIN, DType, DiagnosticError, ShapeError, customOpAttrs, Graph, GraphBuilder, InitSpec, Location, SERIALIZE_MODES, SerializeMode, Tensor, Value,
   error, formatType, isInitSpec, selectFrame, typesEqual,
 } from '@tilegraph/ir';
 import { seedFromName } from '../dsl/elaborate.js';
@@ -181,6 +181,23 @@ export class ModelBuilder {
       const dtype = tensors.find((t) => t.type.dtype !== 'bool')?.type.dtype ?? tensors[0]?.type.dtype ?? 'float32';
       const vs = operands.map((o) => (typeof o === 'number' ? this.b.scalar(dtype, o) : o));
       return this.b.ops(name, vs, attrs);
+    });
+  }
+
+  /**
+   * A registered custom op (registerCustomOp), as PopTorch's custom_op: returns all its results.
+   * Attributes are named as registered; defaults fill the others.
+   */
+  customOp(name: string, inputs: readonly Value[], attrs: Readonly<Record<string, number>> = {}, opts: { domain?: string; domainVersion?: number } = {}): Value[] {
+    return this.at(() => {
+      let full: AttrInput;
+      try {
+        full = customOpAttrs(name, opts.domain ?? DEFAULT_CUSTOM_DOMAIN, opts.domainVersion ?? 1, attrs);
+      } catch (e) {
+        if (e instanceof ShapeError) throw new DiagnosticError(error(e.message, this.b.loc));
+        throw e;
+      }
+      return this.b.ops('custom', inputs, full);
     });
   }
 

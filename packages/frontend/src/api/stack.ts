@@ -5,7 +5,7 @@ import type { Frame, Location } from '@tilegraph/ir';
 /** This directory: frames inside the builder API are never the user's. */
 const API_DIR = path.dirname(fileURLToPath(import.meta.url));
 /** The API's own modules (tests beside them are user code). */
-const API_MODULES = new Set(['builder', 'stack', 'index']);
+const API_MODULES = new Set(['builder', 'custom', 'stack', 'index']);
 /** Most frames kept per location (the innermost ones). */
 export const MAX_FRAMES = 16;
 

@@ -1,6 +1,6 @@
 import {
   AttrValue, Annotations, DTYPES, DType, Diagnostic, DiagnosticError, Frame, GraphBuilder, INIT_FUNCTIONS, InitSpec, Location,
-  SERIALIZE_MODES, SerializeMode, Tensor, Value, dtypeShortName, formatLocation, formatShape, formatType, getOpDef, isInteger, opRegistry,
+  SERIALIZE_MODES, SerializeMode, ShapeError, Tensor, Value, DEFAULT_CUSTOM_DOMAIN, customOpAttrs, dtypeShortName, formatLocation, formatShape, formatType, getOpDef, isInteger, opRegistry,
   numElements, parseDType, shapeLimitProblem, shapesEqual, typesEqual, editDistance } from '@tilegraph/ir';
 import type * as A from './ast.js';
 import type { DslDiagnostic } from './errors.js';
@@ -47,7 +47,7 @@ export const ELABORATION_LIMITS = {
 
 const RANDOM_INITS = new Set(['normal', 'uniform', 'xavier_uniform', 'xavier_normal', 'kaiming_uniform', 'kaiming_normal']);
 const SIMPLE_TYPES = new Set(['int', 'float', 'bool', 'str', 'list', 'tensor', 'fn', 'dtype', 'any']);
-const BUILTINS = new Set(['len', 'range', 'for_loop', 'serialized_matmul', 'recomputation_checkpoint', ...Object.keys(INIT_FUNCTIONS)]);
+const BUILTINS = new Set(['len', 'range', 'for_loop', 'serialized_matmul', 'recomputation_checkpoint', 'custom_op', ...Object.keys(INIT_FUNCTIONS)]);
 
 /** Element-wise ops applied to plain numbers compute at compile time (`1 / sqrt(64)`). */
 const NUMBER_FUNCTIONS: Readonly<Record<string, (...xs: number[]) => number>> = {
@@ -1282,8 +1282,45 @@ export class Elaborator {
     return results.length === 1 ? tensor(results[0]!) : list(results.map(tensor));
   }
 
+  /**
+   * `custom_op("name", inputs..., domain=, version=, attr=value...)`: a registered custom op (see
+   * registerCustomOp); its attributes are named as registered, defaults filled.
+   */
+  private customOpCall(positional: Val[], named: Map<string, { v: Val; pos: A.Pos }>, pos: A.Pos, argPos: A.Pos[], env: Env): Val {
+    const [first, ...rest] = positional;
+    if (first?.k !== 'str') return this.fail('custom_op needs the op\'s name as its first argument (a string)', argPos[0] ?? pos, env);
+    const inputs: Value[] = [];
+    rest.forEach((v, i) => {
+      if (v.k === 'tensor') inputs.push(v.v);
+      else if (v.k === 'list' && v.items.every((x) => x.k === 'tensor')) for (const x of v.items) inputs.push((x as { v: Value }).v);
+      else this.fail(`custom_op: input ${i + 1} is ${describe(v)}; inputs are tensors (name attributes: alpha=0.1)`, argPos[i + 1] ?? pos, env);
+    });
+    const meta = { domain: DEFAULT_CUSTOM_DOMAIN as string, version: 1 };
+    const given: Record<string, number> = {};
+    for (const [k, a] of named) {
+      if (k === 'domain') {
+        if (a.v.k !== 'str') this.fail(`custom_op: domain must be a string, got ${describe(a.v)}`, a.pos, env);
+        meta.domain = (a.v as { v: string }).v;
+      } else if (k === 'version') {
+        if (a.v.k !== 'num' || !Number.isInteger(a.v.v)) this.fail(`custom_op: version must be an integer, got ${describe(a.v)}`, a.pos, env);
+        meta.version = (a.v as { v: number }).v;
+      } else if (a.v.k === 'num') given[k] = a.v.v;
+      else this.fail(`custom_op: attribute '${k}' must be a number, got ${describe(a.v)}`, a.pos, env);
+    }
+    let attrs: Record<string, AttrValue>;
+    try {
+      attrs = customOpAttrs(first.v, meta.domain, meta.version, given);
+    } catch (e) {
+      if (e instanceof ShapeError) return this.fail(e.message, pos, env);
+      throw e;
+    }
+    const results = this.emit('custom', inputs, attrs, pos, env);
+    return results.length === 1 ? tensor(results[0]!) : list(results.map(tensor));
+  }
+
   private callBuiltin(name: string, positional: Val[], named: Map<string, { v: Val; pos: A.Pos }>, pos: A.Pos, argPos: A.Pos[], env: Env): Val {
     if (name in INIT_FUNCTIONS) return this.initCall(name, positional, named, pos, argPos, env);
+    if (name === 'custom_op') return this.customOpCall(positional, named, pos, argPos, env);
     const args = this.bindBuiltin(name, positional, named, pos, env);
     switch (name) {
       case 'len': {

@@ -17,6 +17,7 @@ import {
 import { ImportState, NodeContext } from './context.js';
 import { OnnxUnsupportedError, fail } from './errors.js';
 import { SUPPORTED_OPSETS, findLowering } from './ops.js';
+import { customNodeEntry } from './custom.js';
 import { GraphProto, ModelProto, NodeProto, ValueInfoProto, decodeModel, int64, onnxDTypeName } from './proto.js';
 import { placementOf } from './placement.js';
 import { lastOpId, markRecompute, recomputeMarkOf } from './recompute.js';
@@ -309,7 +310,7 @@ class OnnxImporter {
       const domain = n.domain ?? '';
       const type = n.opType ?? '';
       if (!type) fail(`node ${i}${n.name ? ` '${n.name}'` : ''} has no op type`, this.loc(this.nodeName(n, i)));
-      const supported = DEFAULT_DOMAINS.has(domain) && findLowering(type, this.opset) !== undefined;
+      const supported = (DEFAULT_DOMAINS.has(domain) && findLowering(type, this.opset) !== undefined) || customNodeEntry(n, this.model) !== undefined;
       if (!supported) {
         const key = DEFAULT_DOMAINS.has(domain) ? type : `${domain}.${type}`;
         if (!missing.has(key)) missing.set(key, []);
@@ -324,6 +325,7 @@ class OnnxImporter {
     throw new OnnxUnsupportedError(
       error(`unsupported ops found in model (opset ${this.opset}): ${list.join('; ')}`, this.loc(), [
         'these ONNX ops have no mapping to tilegraph IR ops at this opset',
+        ...([...missing.keys()].some((k) => k.includes('.')) ? ['a node of a custom domain needs a custom op of that domain and op type registered first (registerCustomOp)'] : []),
       ]),
       [...missing.keys()],
     );
@@ -410,7 +412,7 @@ class OnnxImporter {
     const name = prefix + this.nodeName(node, index);
     const loc = this.loc(name);
     const type = node.opType ?? '';
-    const entry = findLowering(type, this.opset)!;
+    const entry = customNodeEntry(node, this.model) ?? findLowering(type, this.opset)!;
     const inputs = (node.input ?? []).map((n) => {
       if (!n) return undefined;
       const v = scope.get(n);

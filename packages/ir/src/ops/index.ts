@@ -1,6 +1,7 @@
 import type { OpDef } from '../opdef.js';
 import { ANNOTATION_OPS } from './annotation.js';
 import { CONV_OPS } from './conv.js';
+import { CUSTOM_OPS } from './custom.js';
 import { ELEMENTWISE_OPS } from './elementwise.js';
 import { LOSS_OPS } from './loss.js';
 import { MATMUL_OPS } from './matmul.js';
@@ -28,4 +29,5 @@ export const ALL_OPS: readonly OpDef[] = [
   ...RANDOM_OPS,
   ...LOSS_OPS,
   ...ANNOTATION_OPS,
+  ...CUSTOM_OPS,
 ];

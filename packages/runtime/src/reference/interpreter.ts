@@ -119,7 +119,13 @@ export function runGraph(g: Graph, feeds: Readonly<Record<string, Tensor>>, opts
         if (assigns.has(name)) throw new DiagnosticError(error(`'${name}' is assigned twice in one graph`, op.loc));
         assigns.set(name, args[0]!);
       }
-      results = op.def.kernel(args, op.attrs, ctx);
+      try {
+        results = op.def.kernel(args, op.attrs, ctx);
+      } catch (e) {
+        // a kernel's own diagnostic (a custom op's WebAssembly kernel failing) gets the op's place
+        if (e instanceof DiagnosticError && e.diagnostics.every((d) => !d.loc)) throw new DiagnosticError(e.diagnostics.map((d) => ({ ...d, loc: op.loc })));
+        throw e;
+      }
     }
     op.results.forEach((r, k) => {
       const t = results[k]!;

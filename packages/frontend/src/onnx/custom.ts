@@ -1,0 +1,65 @@
+import { DiagnosticError, ShapeError, customAttrValues, customOpLabel, findCustomOp, lookupCustomOp } from '@tilegraph/ir';
+import type { CustomOp } from '@tilegraph/ir';
+import type { OnnxOpEntry } from './ops.js';
+import { ModelProto, NodeProto, int64 } from './proto.js';
+
+/**
+ * Nodes of a custom domain (PopART custom ops arrive this way) whose domain and op type match a
+ * registered custom op: the op of the version the model's opset_import gives for that domain, or
+ * the highest registered version when the model declares none.
+ */
+
+/** PopART's placement and annotation attributes, which the importer reads for every node. */
+const ANNOTATION_PREFIX = '__';
+
+function registration(node: NodeProto, model: ModelProto): CustomOp | undefined {
+  const domain = node.domain ?? '';
+  if (domain === '' || domain === 'ai.onnx') return undefined;
+  const declared = (model.opsetImport ?? []).find((o) => (o.domain ?? '') === domain);
+  if (declared?.version !== undefined && declared.version !== null) {
+    try {
+      return lookupCustomOp(node.opType ?? '', domain, int64(declared.version));
+    } catch (e) {
+      if (e instanceof ShapeError) return undefined;
+      throw e;
+    }
+  }
+  return findCustomOp(node.opType ?? '', domain);
+}
+
+/** The lowering of a custom-domain node, or undefined when no registered custom op matches it. */
+export function customNodeEntry(node: NodeProto, model: ModelProto): OnnxOpEntry | undefined {
+  const reg = registration(node, model);
+  if (!reg) return undefined;
+  const n = reg.spec.inputs.length;
+  return {
+    op: reg.name,
+    since: 1,
+    inputs: [n, n],
+    outputs: reg.outputCount,
+    lower: (c) => {
+      const given: Record<string, number> = {};
+      for (const a of reg.attributes) if (c.has(a.name)) given[a.name] = a.type === 'float' ? c.float(a.name) : c.int(a.name);
+      for (const a of c.node.attribute ?? []) {
+        const name = a.name ?? '';
+        if (!name.startsWith(ANNOTATION_PREFIX) && !reg.attributes.some((x) => x.name === name)) {
+          c.fail(`custom op ${customOpLabel(reg.name, reg.domain, reg.version)} has no attribute '${name}' (attributes: ${reg.attributes.map((x) => x.name).join(', ') || 'none'})`);
+        }
+      }
+      let values: number[];
+      try {
+        values = customAttrValues(reg, given);
+      } catch (e) {
+        if (e instanceof ShapeError) c.fail(e.message);
+        throw e;
+      }
+      try {
+        return c.e.ops('custom', c.allInputs(), { name: reg.name, domain: reg.domain, version: reg.version, attributes: values });
+      } catch (e) {
+        // constant inputs run the reference kernel at import: its failure names this node
+        if (e instanceof DiagnosticError && e.diagnostics.every((d) => !d.loc)) c.fail(e.diagnostics.map((d) => d.message).join('; '));
+        throw e;
+      }
+    },
+  };
+}
