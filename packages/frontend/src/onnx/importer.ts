@@ -16,7 +16,7 @@ import {
 } from '@tilegraph/ir';
 import { ImportState, NodeContext } from './context.js';
 import { OnnxUnsupportedError, fail } from './errors.js';
-import { SUPPORTED_OPSETS, findLowering } from './ops.js';
+import { OnnxOpEntry, SUPPORTED_OPSETS, findLowering } from './ops.js';
 import { GraphProto, ModelProto, NodeProto, ValueInfoProto, decodeModel, int64, onnxDTypeName } from './proto.js';
 import { placementOf } from './placement.js';
 import { lastOpId, markRecompute, recomputeMarkOf } from './recompute.js';
@@ -212,6 +212,18 @@ class OnnxImporter {
     return opset;
   }
 
+  /**
+   * The table entry for a node: default-domain ops by type at the model's opset; ops of other
+   * domains (ai.onnx.ml, ai.onnx.preview.training) by `domain.type` at that domain's opset.
+   */
+  private loweringOf(n: NodeProto): OnnxOpEntry | undefined {
+    const domain = n.domain ?? '';
+    const type = n.opType ?? '';
+    if (DEFAULT_DOMAINS.has(domain)) return findLowering(type, this.opset);
+    const o = (this.model.opsetImport ?? []).find((x) => (x.domain ?? '') === domain);
+    return findLowering(`${domain}.${type}`, o ? int64(o.version) : 1);
+  }
+
   private nodeName(n: NodeProto, index: number): string {
     return n.name || `${n.opType ?? 'node'}_${index}`;
   }
@@ -309,7 +321,7 @@ class OnnxImporter {
       const domain = n.domain ?? '';
       const type = n.opType ?? '';
       if (!type) fail(`node ${i}${n.name ? ` '${n.name}'` : ''} has no op type`, this.loc(this.nodeName(n, i)));
-      const supported = DEFAULT_DOMAINS.has(domain) && findLowering(type, this.opset) !== undefined;
+      const supported = this.loweringOf(n) !== undefined;
       if (!supported) {
         const key = DEFAULT_DOMAINS.has(domain) ? type : `${domain}.${type}`;
         if (!missing.has(key)) missing.set(key, []);
@@ -410,7 +422,7 @@ class OnnxImporter {
     const name = prefix + this.nodeName(node, index);
     const loc = this.loc(name);
     const type = node.opType ?? '';
-    const entry = findLowering(type, this.opset)!;
+    const entry = this.loweringOf(node)!;
     const inputs = (node.input ?? []).map((n) => {
       if (!n) return undefined;
       const v = scope.get(n);

@@ -3,6 +3,7 @@ import { Emitter, MAX_FOLD_ELEMENTS, NodeContext, clampIndex } from './context.j
 import { attention, rotaryEmbedding } from './attention.js';
 import { ifNode, loop, scan } from './control.js';
 import * as d from './decompose.js';
+import { adagrad, adam, momentum } from './optimizers.js';
 import { recurrent } from './recurrent.js';
 import { legacyBinary, legacyDropout, legacyPrelu, legacyReshape, legacyTopK, legacyUpsample } from './legacy.js';
 import { lowerMatMul } from './serialize.js';
@@ -485,11 +486,29 @@ const ENTRIES: readonly OnnxOpEntry[] = [
 
   // more element-wise, movement and pooling
   { op: 'BitShift', since: 11, inputs: [2, 2], lower: (c) => d.bitShift(c) },
+  { op: 'BitwiseAnd', since: 18, inputs: [2, 2], lower: binary('bitwise_and') },
+  { op: 'BitwiseOr', since: 18, inputs: [2, 2], lower: binary('bitwise_or') },
+  { op: 'BitwiseXor', since: 18, inputs: [2, 2], lower: binary('bitwise_xor') },
+  { op: 'BitwiseNot', since: 18, inputs: [1, 1], lower: (c) => d.bitwiseNot(c) },
   { op: 'CumProd', since: 26, inputs: [2, 2], lower: (c) => d.cumprod(c, c.input(0), c.constScalar(1, 'axis'), c.int('exclusive', 0) !== 0, c.int('reverse', 0) !== 0) },
   { op: 'CenterCropPad', since: 18, inputs: [2, 2], lower: (c) => d.centerCropPad(c) },
   { op: 'AffineGrid', since: 20, inputs: [2, 2], lower: (c) => d.affineGrid(c) },
   { op: 'LpPool', since: 2, inputs: [1, 1], lower: (c) => d.lpPool(c) },
   { op: 'ConvTranspose', since: 1, inputs: [2, 3], lower: (c) => d.convTranspose(c) },
+
+  // other domains: looked up as 'domain.Type' at that domain's opset
+  { op: 'ai.onnx.preview.training.Adagrad', since: 1, inputs: [5, INF], outputs: INF, lower: adagrad },
+  { op: 'ai.onnx.preview.training.Momentum', since: 1, inputs: [5, INF], outputs: INF, lower: momentum },
+  { op: 'ai.onnx.preview.training.Adam', since: 1, inputs: [6, INF], outputs: INF, lower: adam },
+  {
+    op: 'ai.onnx.ml.Binarizer',
+    since: 1,
+    inputs: [1, 1],
+    lower: (c) => {
+      const x = c.input(0);
+      return c.e.cast(c.e.op('greater', [x, c.e.like(x, c.float('threshold', 0))]), x.type.dtype);
+    },
+  },
 
   // quantisation (integer types are held as int32)
   { op: 'DynamicQuantizeLinear', since: 11, inputs: [1, 1], outputs: 3, lower: (c) => d.dynamicQuantizeLinear(c) },

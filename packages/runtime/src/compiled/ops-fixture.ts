@@ -65,6 +65,10 @@ const FAMILIES: Record<string, Family> = {
     out('u_div', b.op('div', [u, b.op('cast', [j], { to: 'uint32' })]));
     out('u_neg', b.op('neg', [u]));
     out('eq', b.op('equal', [i, j]));
+    for (const op of ['bitwise_and', 'bitwise_or', 'bitwise_xor']) out(op, b.op(op, [i, j]));
+    out('bitwise_not', b.op('bitwise_not', [i]));
+    out('u_bitwise_xor', b.op('bitwise_xor', [u, b.scalar('uint32', 0xf0f0f0f0)]));
+    out('u_bitwise_not', b.op('bitwise_not', [u]));
   },
   matmul: (b) => {
     const a = f32(b, 'mm_a', [3, 4]);
