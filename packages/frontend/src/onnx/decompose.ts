@@ -4,6 +4,7 @@ import { ATTR_TYPE, ONNX_DTYPE, bytesToString, int64 } from './proto.js';
 import { isPopartAnnotation } from './placement.js';
 import { unsupported } from './errors.js';
 import { irDTypeOf, tensorFromProto } from './tensor.js';
+import { maxPoolWithIndices, tapPool } from './windows.js';
 
 /**
  * Lowerings of ONNX ops the IR has no single op for, written as small graphs of IR ops. Index
@@ -690,17 +691,23 @@ export function conv(c: NodeContext): Value {
   return r === 3 ? e.op('squeeze', [y], { axes: [2] }) : y;
 }
 
-export function pool(c: NodeContext, kind: 'max' | 'avg'): Value {
+export function pool(c: NodeContext, kind: 'max' | 'avg'): Value | Value[] {
   const x = c.input(0);
   const r = rankOf(x);
-  if (kind === 'max' && c.wants(1)) c.unsupported(`the Indices output of MaxPool is not supported`);
   if (r < 3 || r > 5) c.unsupported(`${r - 2}-D pooling is not supported (1-D, 2-D and 3-D are)`);
   const spatial = shapeOf(x).slice(2);
   const dilationsAllowed = kind === 'max' ? c.opset >= 10 : c.opset >= 19;
   const win = windowOf(c, spatial, c.ints('kernel_shape'), dilationsAllowed);
-  if (c.has('storage_order') && c.int('storage_order') !== 0) c.unsupported(`storage_order=1 is not supported`);
   const ceil = c.opset >= 10 && c.int('ceil_mode', 0) !== 0;
-  return poolNd(c, x, kind, win, ceil, c.int('count_include_pad', 0) !== 0);
+  const includePad = c.int('count_include_pad', 0) !== 0;
+  const columnMajor = c.int('storage_order', 0) !== 0;
+  if (kind === 'max' && c.wants(1)) {
+    if (!isFloat(x.type.dtype)) c.unsupported(`the Indices output is computed for float inputs only, got ${x.type.dtype}`);
+    return maxPoolWithIndices(c, x, win, ceil, columnMajor);
+  }
+  if (columnMajor) c.warn(`storage_order=1 orders the Indices output, which this node does not use; it has no effect`);
+  if (kind === 'avg' && win.dilations.some((dd) => dd !== 1)) return tapPool(c, x, win, ceil, includePad ? 'avg-include-pad' : 'avg');
+  return poolNd(c, x, kind, win, ceil, includePad);
 }
 
 /** One 2-D pooling op over the last two dims of a 4-D value (integers pool in float32, exact below 2^24). */
@@ -1519,11 +1526,16 @@ export function lpPool(c: NodeContext): Value {
   if (r < 3 || r > 5) c.unsupported(`${r - 2}-D LpPool is not supported`);
   const p = c.int('p', 2);
   const win = windowOf(c, shapeOf(x).slice(2), c.ints('kernel_shape'), c.opset >= 18);
-  if (win.dilations.some((dd) => dd !== 1)) c.unsupported(`LpPool with dilations is not supported`);
   const ax = e.unary('abs', x);
   const powered = p === 1 ? ax : p === 2 ? e.mul(x, x) : e.op('pow', [ax, e.like(x, p)]);
-  const avg = poolNd(c, powered, 'avg', win, c.opset >= 18 && c.int('ceil_mode', 0) !== 0, true);
-  const sum = e.mul(avg, e.like(avg, numElements(win.kernel)));
+  const ceil = c.opset >= 18 && c.int('ceil_mode', 0) !== 0;
+  let sum: Value;
+  if (win.dilations.some((dd) => dd !== 1)) {
+    sum = tapPool(c, powered, win, ceil, 'sum');
+  } else {
+    const avg = poolNd(c, powered, 'avg', win, ceil, true);
+    sum = e.mul(avg, e.like(avg, numElements(win.kernel)));
+  }
   return p === 1 ? sum : p === 2 ? e.unary('sqrt', sum) : e.op('pow', [sum, e.like(sum, 1 / p)]);
 }
 
