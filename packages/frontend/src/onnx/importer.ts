@@ -41,6 +41,12 @@ export interface OnnxImportOptions {
    * shapes (axes, sizes, pads, k, ...), which a statically shaped IR needs to know.
    */
   constantInputs?: Readonly<Record<string, Tensor>>;
+  /**
+   * Upper bounds of data-dependent output sizes (NonZero, NonMaxSuppression, Unique), by the
+   * name of the node's first output. Such outputs are padded to the bound (indices with -1,
+   * values and counts with 0), and a graph output '<name>_count' holds how many entries are valid.
+   */
+  maxOutputs?: Readonly<Record<string, number>>;
 }
 
 export interface OnnxImportResult {
@@ -181,6 +187,7 @@ class OnnxImporter {
       onnxTypes: new Map(),
       diagnostics: this.diagnostics,
       ...(opts.modelDir !== undefined ? { modelDir: opts.modelDir } : {}),
+      ...(opts.maxOutputs !== undefined ? { maxOutputs: opts.maxOutputs } : {}),
     };
     this.opset = this.defaultOpset();
   }

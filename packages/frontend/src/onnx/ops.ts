@@ -4,6 +4,7 @@ import { attention, rotaryEmbedding } from './attention.js';
 import { ifNode, loop, scan } from './control.js';
 import * as d from './decompose.js';
 import { adagrad, adam, momentum } from './optimizers.js';
+import { nonMaxSuppression, nonZero, unique } from './bounded.js';
 import { recurrent } from './recurrent.js';
 import { legacyBinary, legacyDropout, legacyPrelu, legacyReshape, legacyTopK, legacyUpsample } from './legacy.js';
 import { lowerMatMul } from './serialize.js';
@@ -495,6 +496,11 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'AffineGrid', since: 20, inputs: [2, 2], lower: (c) => d.affineGrid(c) },
   { op: 'LpPool', since: 2, inputs: [1, 1], lower: (c) => d.lpPool(c) },
   { op: 'ConvTranspose', since: 1, inputs: [2, 3], lower: (c) => d.convTranspose(c) },
+
+  // data-dependent output sizes, padded to a bound given at import (bounded.ts)
+  { op: 'NonZero', since: 9, inputs: [1, 1], lower: nonZero },
+  { op: 'NonMaxSuppression', since: 10, inputs: [2, 5], lower: nonMaxSuppression },
+  { op: 'Unique', since: 11, inputs: [1, 1], outputs: 4, lower: unique },
 
   // other domains: looked up as 'domain.Type' at that domain's opset
   { op: 'ai.onnx.preview.training.Adagrad', since: 1, inputs: [5, INF], outputs: INF, lower: adagrad },
