@@ -4,7 +4,7 @@ import { ATTR_TYPE, ONNX_DTYPE, bytesToString, int64 } from './proto.js';
 import { isPopartAnnotation } from './placement.js';
 import { unsupported } from './errors.js';
 import { irDTypeOf, tensorFromProto } from './tensor.js';
-import { maxPoolWithIndices, tapPool } from './windows.js';
+import { convTransposeTaps, maxPoolWithIndices, tapPool } from './windows.js';
 
 /**
  * Lowerings of ONNX ops the IR has no single op for, written as small graphs of IR ops. Index
@@ -1550,7 +1550,8 @@ export function convTranspose(c: NodeContext): Value {
   const w = c.input(1);
   const b = c.optInput(2);
   const r = rankOf(x);
-  if (r !== 3 && r !== 4) c.unsupported(`${r - 2}-D ConvTranspose is not supported`);
+  if (r < 3) c.fail(`input must have rank 3 or more ([N, C, ...spatial]), got ${r}`);
+  if (rankOf(w) !== r) c.fail(`weights have rank ${rankOf(w)} but the input has rank ${r}`);
   const k = r - 2;
   const spatial = shapeOf(x).slice(2);
   const kernel = c.has('kernel_shape') ? c.ints('kernel_shape') : shapeOf(w).slice(2);
@@ -1575,6 +1576,8 @@ export function convTranspose(c: NodeContext): Value {
     });
   }
   const outSize = outShapeAttr ?? full.map((f, i) => f - pads[i]! - pads[i + k]!);
+  // 3-D and beyond: tap by tap (the IR's convolution is 2-D)
+  if (r > 4) return convTransposeTaps(c, x, w, b, { kernel, strides, dilations: dil, pads }, group, outSize);
   // work in 2-D
   const x4 = r === 3 ? e.op('unsqueeze', [x], { axes: [2] }) : x;
   const w4 = r === 3 ? e.op('unsqueeze', [w], { axes: [2] }) : w;

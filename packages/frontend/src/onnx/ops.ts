@@ -5,6 +5,8 @@ import { ifNode, loop, scan } from './control.js';
 import * as d from './decompose.js';
 import { adagrad, adam, momentum } from './optimizers.js';
 import { nonMaxSuppression, nonZero, unique } from './bounded.js';
+import { det } from './linalg.js';
+import { col2Im } from './windows.js';
 import { recurrent } from './recurrent.js';
 import { legacyBinary, legacyDropout, legacyPrelu, legacyReshape, legacyTopK, legacyUpsample } from './legacy.js';
 import { lowerMatMul } from './serialize.js';
@@ -496,6 +498,8 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'AffineGrid', since: 20, inputs: [2, 2], lower: (c) => d.affineGrid(c) },
   { op: 'LpPool', since: 2, inputs: [1, 1], lower: (c) => d.lpPool(c) },
   { op: 'ConvTranspose', since: 1, inputs: [2, 3], lower: (c) => d.convTranspose(c) },
+  { op: 'Col2Im', since: 18, inputs: [3, 3], lower: col2Im },
+  { op: 'Det', since: 11, inputs: [1, 1], lower: det },
 
   // data-dependent output sizes, padded to a bound given at import (bounded.ts)
   { op: 'NonZero', since: 9, inputs: [1, 1], lower: nonZero },
