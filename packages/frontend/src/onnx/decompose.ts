@@ -1682,43 +1682,45 @@ function cubicWeights(e: Emitter, t: Value): Value[] {
   return [poly(e.add(t, one), true), poly(t, false), poly(e.sub(one, t), false), poly(e.sub(k(2), t), true)];
 }
 
+/** GridSample over 2-D or 3-D images: taps per spatial axis, fetched by flat index and weighted. */
 export function gridSample(c: NodeContext): Value {
   const e = c.e;
   const x = c.input(0);
   const grid = c.input(1);
-  if (rankOf(x) !== 4) c.unsupported(`${rankOf(x) - 2}-D grid sampling is not supported (only 2-D)`);
-  const [n, ch, h, w] = x.type.shape as [number, number, number, number];
-  const [gn, ho, wo, two] = grid.type.shape as [number, number, number, number];
-  if (gn !== n || two !== 2) c.fail(`grid must be [${n}, H_out, W_out, 2], got [${shapeOf(grid).join(',')}]`);
+  const r = rankOf(x);
+  if (r !== 4 && r !== 5) c.unsupported(`${r - 2}-D grid sampling is not supported (2-D and 3-D are)`);
+  const [n, ch, ...sp] = x.type.shape as number[];
+  const k = sp.length;
+  const out = shapeOf(grid).slice(1, -1);
+  if (rankOf(grid) !== r || grid.type.shape[0] !== n || grid.type.shape[r - 1] !== k) c.fail(`grid must be [${n}, ${sp.map(() => 'out').join(', ')}, ${k}], got [${shapeOf(grid).join(',')}]`);
   let mode = c.string('mode', c.opset >= 20 ? 'linear' : 'bilinear');
   if (mode === 'bilinear') mode = 'linear';
   if (mode === 'bicubic') mode = 'cubic';
   if (!['nearest', 'linear', 'cubic'].includes(mode)) c.fail(`unknown mode '${mode}'`);
+  if (mode === 'cubic' && k !== 2) c.fail(`cubic mode needs a 2-D (4-D) input`);
   const padding = c.string('padding_mode', 'zeros');
   if (!['zeros', 'border', 'reflection'].includes(padding)) c.fail(`unknown padding_mode '${padding}'`);
   const align = c.int('align_corners', 0) !== 0;
   const g = e.cast(grid, x.type.dtype);
-  const comp = (i: number) => reshape(e, e.op('slice', [g], { starts: [i], ends: [i + 1], axes: [3] }), [n, ho, wo]);
+  const comp = (i: number) => reshape(e, e.op('slice', [g], { starts: [i], ends: [i + 1], axes: [r - 1] }), [n!, ...out]);
   const denorm = (v: Value, len: number) =>
     align ? e.mul(e.add(v, e.like(v, 1)), e.like(v, (len - 1) / 2)) : e.div(e.sub(e.mul(e.add(v, e.like(v, 1)), e.like(v, len)), e.like(v, 1)), e.like(v, 2));
   const bounds = (len: number): [number, number] => (align ? [0, len - 1] : [-0.5, len - 0.5]);
   const place = (v: Value, len: number) => {
     const [lo, hi] = bounds(len);
     if (padding === 'border') {
-      const out = e.op('or', [e.op('less', [v, e.like(v, lo)]), e.op('greater', [v, e.like(v, hi)])]);
-      return e.op('where', [out, e.op('clip', [v], { min: 0, max: len - 1 }), v]);
+      const outside = e.op('or', [e.op('less', [v, e.like(v, lo)]), e.op('greater', [v, e.like(v, hi)])]);
+      return e.op('where', [outside, e.op('clip', [v], { min: 0, max: len - 1 }), v]);
     }
     if (padding === 'reflection') return reflectCoord(e, v, lo, hi);
     return v;
   };
-  let xs = denorm(comp(0), w);
-  let ys = denorm(comp(1), h);
-  if (mode === 'nearest') {
-    xs = e.unary('round', xs);
-    ys = e.unary('round', ys);
-  }
-  xs = place(xs, w);
-  ys = place(ys, h);
+  // grid component i addresses spatial axis k-1-i (x first, the last axis)
+  const coords = sp.map((len, a) => {
+    let v = denorm(comp(k - 1 - a), len);
+    if (mode === 'nearest') v = e.unary('round', v);
+    return place(v, len);
+  });
   const taps = (v: Value): [Value, Value | undefined][] => {
     if (mode === 'nearest') return [[v, undefined]];
     const f = e.unary('floor', v);
@@ -1727,10 +1729,11 @@ export function gridSample(c: NodeContext): Value {
     const ws = cubicWeights(e, t);
     return [-1, 0, 1, 2].map((o, i) => [o === 0 ? f : e.add(f, e.like(f, o)), ws[i]!]);
   };
-  // fetch from [N·H·W, C] by flat pixel index
-  const table = reshape(e, e.op('transpose', [x], { perm: [0, 2, 3, 1] }), [n * h * w, ch]);
-  checkTable(c, n, 'the batch offsets');
-  const batchOff = e.constant(Tensor.from('int32', [n, 1, 1], Array.from({ length: n }, (_, i) => i * h * w)));
+  // fetch from [N·∏spatial, C] by flat pixel index
+  const plane = numElements(sp);
+  const table = reshape(e, e.op('transpose', [x], { perm: [0, ...sp.map((_, a) => a + 2), 1] }), [n! * plane, ch!]);
+  checkTable(c, n!, 'the batch offsets');
+  const batchOff = e.constant(Tensor.from('int32', [n!, ...out.map(() => 1)], Array.from({ length: n! }, (_, i) => i * plane)));
   const index = (v: Value, len: number): { idx: Value; valid?: Value } => {
     let iv = v;
     let valid: Value | undefined;
@@ -1738,21 +1741,28 @@ export function gridSample(c: NodeContext): Value {
     else if (padding === 'reflection') iv = trunc(e, reflectCoord(e, iv, ...bounds(len)));
     return valid ? { idx: e.cast(e.op('clip', [iv], { min: 0, max: len - 1 }), 'int32'), valid } : { idx: e.cast(e.op('clip', [iv], { min: 0, max: len - 1 }), 'int32') };
   };
+  const strides = stridesOf(sp);
+  const perAxis = coords.map((v, a) => taps(v).map(([tv, wv]) => ({ ...index(tv, sp[a]!), weight: wv })));
   let acc: Value | undefined;
-  for (const [ty, wy] of taps(ys)) {
-    const yi = index(ty, h);
-    for (const [tx, wx] of taps(xs)) {
-      const xi = index(tx, w);
-      const flat = e.add(e.add(batchOff, e.mul(yi.idx, e.scalar('int32', w))), xi.idx);
-      let val = e.op('gather', [table, flat], { axis: 0 }); // [N, Ho, Wo, C]
-      let weight = wy && wx ? e.mul(wy, wx) : wy ?? wx;
-      const valid = yi.valid && xi.valid ? e.op('and', [yi.valid, xi.valid]) : yi.valid ?? xi.valid;
-      if (valid) weight = e.op('where', [valid, weight ?? e.like(val, 1), e.like(val, 0)]);
-      if (weight) val = e.mul(val, e.op('unsqueeze', [weight], { axes: [3] }));
+  // every combination of one tap per axis
+  const visit = (a: number, flat: Value, weight: Value | undefined, valid: Value | undefined): void => {
+    if (a === k) {
+      let val = e.op('gather', [table, flat], { axis: 0 }); // [N, ...out, C]
+      let wgt = weight;
+      if (valid) wgt = e.op('where', [valid, wgt ?? e.like(val, 1), e.like(val, 0)]);
+      if (wgt) val = e.mul(val, e.op('unsqueeze', [wgt], { axes: [r - 1] }));
       acc = acc ? e.add(acc, val) : val;
+      return;
     }
-  }
-  return e.op('transpose', [acc!], { perm: [0, 3, 1, 2] });
+    for (const t of perAxis[a]!) {
+      const f = e.add(flat, strides[a] === 1 ? t.idx : e.mul(t.idx, e.scalar('int32', strides[a]!)));
+      const w = weight && t.weight ? e.mul(weight, t.weight) : weight ?? t.weight;
+      const ok = valid && t.valid ? e.op('and', [valid, t.valid]) : valid ?? t.valid;
+      visit(a + 1, f, w, ok);
+    }
+  };
+  visit(0, batchOff, undefined, undefined);
+  return e.op('transpose', [acc!], { perm: [0, r - 1, ...out.map((_, a) => a + 1)] });
 }
 
 // ---------------------------------------------------------------- signal processing
