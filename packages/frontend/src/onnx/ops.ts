@@ -6,7 +6,8 @@ import * as d from './decompose.js';
 import { adagrad, adam, momentum } from './optimizers.js';
 import { nonMaxSuppression, nonZero, unique } from './bounded.js';
 import { det } from './linalg.js';
-import { col2Im } from './windows.js';
+import { melWeightMatrix } from './signal.js';
+import { col2Im, maxUnpool } from './windows.js';
 import { recurrent } from './recurrent.js';
 import { legacyBinary, legacyDropout, legacyPrelu, legacyReshape, legacyTopK, legacyUpsample } from './legacy.js';
 import { lowerMatMul } from './serialize.js';
@@ -460,6 +461,7 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'HannWindow', since: 17, inputs: [1, 1], lower: (c) => d.window(c, 'hann') },
   { op: 'HammingWindow', since: 17, inputs: [1, 1], lower: (c) => d.window(c, 'hamming') },
   { op: 'BlackmanWindow', since: 17, inputs: [1, 1], lower: (c) => d.window(c, 'blackman') },
+  { op: 'MelWeightMatrix', since: 17, inputs: [5, 5], lower: melWeightMatrix },
 
   // attention
   { op: 'Attention', since: 23, inputs: [3, 7], outputs: 4, lower: attention },
@@ -499,6 +501,7 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'LpPool', since: 2, inputs: [1, 1], lower: (c) => d.lpPool(c) },
   { op: 'ConvTranspose', since: 1, inputs: [2, 3], lower: (c) => d.convTranspose(c) },
   { op: 'Col2Im', since: 18, inputs: [3, 3], lower: col2Im },
+  { op: 'MaxUnpool', since: 9, inputs: [2, 3], lower: maxUnpool },
   { op: 'Det', since: 11, inputs: [1, 1], lower: det },
 
   // data-dependent output sizes, padded to a bound given at import (bounded.ts)

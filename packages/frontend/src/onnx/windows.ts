@@ -229,3 +229,36 @@ export function col2Im(c: NodeContext): Value {
   };
   return placeTaps(c, win, inner, image, tap);
 }
+
+/**
+ * MaxUnpool: zeros of the unpooled shape with each value of X written at its flat index. Indices
+ * from an overlapping MaxPool may repeat, always with the same value, so the sums written to an
+ * index are divided by how many were written there.
+ */
+export function maxUnpool(c: NodeContext): Value {
+  const e = c.e;
+  const x = c.input(0);
+  const ind = c.input(1);
+  const [n, ch, ...inner] = x.type.shape as number[];
+  const k = inner.length;
+  if (k < 1) c.fail(`input must be [N, C, ...spatial], got [${x.type.shape.join(',')}]`);
+  if (ind.type.shape.length !== x.type.shape.length || ind.type.shape.some((d, i) => d !== x.type.shape[i])) c.fail(`indices must have the shape of the input`);
+  const kernel = c.ints('kernel_shape');
+  const strides = c.ints('strides', new Array<number>(k).fill(1));
+  const pads = c.ints('pads', new Array<number>(2 * k).fill(0));
+  if (kernel.length !== k || strides.length !== k || pads.length !== 2 * k) c.fail(`kernel_shape, strides and pads must have ${k}, ${k} and ${2 * k} entries`);
+  let out = inner.map((len, i) => (len - 1) * strides[i]! - pads[i]! - pads[i + k]! + kernel[i]!);
+  if (c.hasInput(2)) {
+    const given = c.constInts(2, 'output_shape');
+    if (given.length !== k + 2 || given[0] !== n || given[1] !== ch) c.fail(`output_shape must be [${n}, ${ch}, ...${k} sizes], got [${given.join(',')}]`);
+    out = given.slice(2);
+  }
+  const total = n! * ch! * numElements(out);
+  const m = numElements(x.type.shape);
+  const flatIdx = e.op('reshape', [e.cast(ind, 'int32')], { shape: [m] });
+  const flatX = e.op('reshape', [x], { shape: [m] });
+  const sums = e.op('scatter_add', [e.filled(x.type.dtype, [total], 0), flatIdx, flatX], { axis: 0 });
+  const hits = e.op('scatter_add', [e.filled(x.type.dtype, [total], 0), flatIdx, e.filled(x.type.dtype, [m], 1)], { axis: 0 });
+  const safe = e.op('where', [e.op('greater', [hits, e.like(hits, 0)]), hits, e.like(hits, 1)]);
+  return e.op('reshape', [e.div(sums, safe)], { shape: [n!, ch!, ...out] });
+}
