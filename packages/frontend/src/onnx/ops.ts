@@ -1,6 +1,6 @@
 import { DType, Tensor, Value, numElements } from '@tilegraph/ir';
 import { Emitter, MAX_FOLD_ELEMENTS, NodeContext, clampIndex } from './context.js';
-import { attention, rotaryEmbedding } from './attention.js';
+import { attention, rotaryEmbedding, tensorScatter } from './attention.js';
 import { ifNode, loop, scan } from './control.js';
 import * as d from './decompose.js';
 import { adagrad, adam, momentum } from './optimizers.js';
@@ -466,6 +466,7 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   // attention
   { op: 'Attention', since: 23, inputs: [3, 7], outputs: 4, lower: attention },
   { op: 'RotaryEmbedding', since: 23, inputs: [3, 4], lower: rotaryEmbedding },
+  { op: 'TensorScatter', since: 24, inputs: [2, 3], lower: tensorScatter },
   {
     op: 'SwiGLU',
     since: 26,
