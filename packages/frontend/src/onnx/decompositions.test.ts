@@ -2,7 +2,7 @@ import { Tensor } from '@tilegraph/ir';
 import { runGraph } from '@tilegraph/runtime';
 import { importOnnx } from './importer.js';
 import { ONNX_DTYPE as T } from './proto.js';
-import { makeModel } from './testing.js';
+import { makeModel, tensor } from './testing.js';
 
 /** Hand-computed cases of decompositions the ONNX backend tests do not reach. */
 
@@ -46,5 +46,23 @@ describe('decomposed ONNX ops', () => {
     // [[2,0,1],[1,3,2],[1,1,1]] → 2(3-2) - 0 + 1(1-3) = 0; a row swap of the identity → -1
     const three = run(model(3), { x: Tensor.from('float32', [2, 3, 3], [2, 0, 1, 1, 3, 2, 1, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1]) });
     expect(Array.from(three['y']!.data)).toEqual([0, -1]);
+  });
+
+  it('RoiAlign with sampling_ratio 0 sizes each grid from its region (bilinear is exact on a linear image)', () => {
+    const bytes = makeModel({
+      opset: 16,
+      nodes: [{ op: 'RoiAlign', inputs: ['x', 'rois', 'bi'], outputs: ['y'], attrs: { output_height: 2, output_width: 2, sampling_ratio: 0 } }],
+      inputs: [
+        { name: 'x', type: T.FLOAT, shape: [1, 1, 4, 4] },
+        { name: 'bi', type: T.INT64, shape: [1] },
+      ],
+      outputs: [{ name: 'y', type: T.FLOAT }],
+      initializers: [tensor('rois', T.FLOAT, [1, 4], [0, 0, 4, 4])],
+    });
+    // x[h, w] = 4h + w; half_pixel: the region spans [-0.5, 3.5), bins of 2 with 2x2 points at
+    // 0, 1 | 2, 3 per axis, so each bin averages to 4·(0.5 or 2.5) + (0.5 or 2.5)
+    const out = run(bytes, { x: Tensor.from('float32', [1, 1, 4, 4], [...Array(16).keys()]), bi: Tensor.from('int32', [1], [0]) });
+    expect(out['y']!.shape).toEqual([1, 1, 2, 2]);
+    expect(Array.from(out['y']!.data)).toEqual([2.5, 4.5, 10.5, 12.5]);
   });
 });

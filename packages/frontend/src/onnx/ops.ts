@@ -6,6 +6,7 @@ import * as d from './decompose.js';
 import { adagrad, adam, momentum } from './optimizers.js';
 import { nonMaxSuppression, nonZero, unique } from './bounded.js';
 import { det } from './linalg.js';
+import { roiAlign } from './roialign.js';
 import { melWeightMatrix } from './signal.js';
 import { col2Im, maxUnpool } from './windows.js';
 import { recurrent } from './recurrent.js';
@@ -503,6 +504,7 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'ConvTranspose', since: 1, inputs: [2, 3], lower: (c) => d.convTranspose(c) },
   { op: 'Col2Im', since: 18, inputs: [3, 3], lower: col2Im },
   { op: 'MaxUnpool', since: 9, inputs: [2, 3], lower: maxUnpool },
+  { op: 'RoiAlign', since: 10, inputs: [3, 3], lower: roiAlign },
   { op: 'Det', since: 11, inputs: [1, 1], lower: det },
 
   // data-dependent output sizes, padded to a bound given at import (bounded.ts)
