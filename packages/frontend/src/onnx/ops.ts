@@ -7,7 +7,7 @@ import { adagrad, adam, momentum } from './optimizers.js';
 import { nonMaxSuppression, nonZero, unique } from './bounded.js';
 import { det } from './linalg.js';
 import { roiAlign } from './roialign.js';
-import { causalConvWithState } from './stateful.js';
+import { causalConvWithState, linearAttention } from './stateful.js';
 import { melWeightMatrix } from './signal.js';
 import { col2Im, maxUnpool } from './windows.js';
 import { recurrent } from './recurrent.js';
@@ -470,6 +470,7 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'RotaryEmbedding', since: 23, inputs: [3, 4], lower: rotaryEmbedding },
   { op: 'TensorScatter', since: 24, inputs: [2, 3], lower: tensorScatter },
   { op: 'CausalConvWithState', since: 27, inputs: [2, 4], outputs: 2, lower: causalConvWithState },
+  { op: 'LinearAttention', since: 27, inputs: [3, 7], outputs: 2, lower: linearAttention },
   {
     op: 'SwiGLU',
     since: 26,
