@@ -214,3 +214,37 @@ export function tensorScatter(c: NodeContext): Value {
   const out = e.op('where', [written, picked, e.op('transpose', [cache], { perm })]);
   return e.op('transpose', [out], { perm: inverse });
 }
+
+/**
+ * FlexAttention (ai.onnx.preview): softmax(scale · Q Kᵀ) V over (B, H, S, D) tensors, with the
+ * graph attributes score_mod and mask_mod applied to the scores and prob_mod to the
+ * probabilities (each a graph from one tensor to one tensor, inlined). Key/value heads are
+ * shared by groups of query heads. Computed in float32; the modifier graphs see the input type.
+ */
+export function flexAttention(c: NodeContext): Value {
+  const e = c.e;
+  const [q, k, v] = [c.input(0), c.input(1), c.input(2)];
+  for (const [x, what] of [[q, 'Q'], [k, 'K'], [v, 'V']] as const) if (x.type.shape.length !== 4) c.fail(`${what} must be (batch, heads, sequence, head size), got [${x.type.shape.join(',')}]`);
+  const [b, hq, , d] = q.type.shape as [number, number, number, number];
+  const [kb, hkv, s, kd] = k.type.shape as [number, number, number, number];
+  if (kb !== b || kd !== d || v.type.shape[0] !== b || v.type.shape[1] !== hkv || v.type.shape[2] !== s) c.fail(`K and V must be (${b}, kv heads, sequence, ${d} / value size) with one sequence length`);
+  if (hq % hkv !== 0) c.fail(`the ${hq} query heads are not a multiple of the ${hkv} key/value heads`);
+  const dtype = q.type.dtype;
+  const f32 = (x: Value) => e.cast(x, 'float32');
+  const shared = (x: Value) => {
+    if (hq === hkv) return f32(x);
+    const [, , len, dim] = x.type.shape as number[];
+    const rep = e.op('expand', [e.op('unsqueeze', [x], { axes: [2] })], { shape: [b, hkv, hq / hkv, len!, dim!] });
+    return f32(reshape(e, rep, [b, hq, len!, dim!]));
+  };
+  const scale = c.has('scale') ? c.float('scale') : 1 / Math.sqrt(d);
+  const modify = (attr: string, x: Value): Value => {
+    if (!c.has(attr)) return x;
+    if (c.subgraphInputs(attr) !== 1 || c.subgraphOutputs(attr) !== 1) c.fail(`graph attribute '${attr}' must take one tensor and give one`);
+    return f32(c.subgraph(attr, [e.cast(x, dtype)])[0]!);
+  };
+  let scores = e.mul(e.op('matmul', [f32(q), e.op('transpose', [shared(k)], { perm: [0, 1, 3, 2] })]), e.scalar('float32', scale));
+  scores = modify('mask_mod', modify('score_mod', scores));
+  const probs = modify('prob_mod', e.op('softmax', [scores], { axis: -1 }));
+  return e.cast(e.op('matmul', [probs, shared(v)]), dtype);
+}

@@ -1,6 +1,6 @@
 import { DType, Tensor, Value, numElements } from '@tilegraph/ir';
 import { Emitter, MAX_FOLD_ELEMENTS, NodeContext, clampIndex } from './context.js';
-import { attention, rotaryEmbedding, tensorScatter } from './attention.js';
+import { attention, flexAttention, rotaryEmbedding, tensorScatter } from './attention.js';
 import { ifNode, loop, scan } from './control.js';
 import * as d from './decompose.js';
 import { adagrad, adam, momentum } from './optimizers.js';
@@ -516,6 +516,7 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'Unique', since: 11, inputs: [1, 1], outputs: 4, lower: unique },
 
   // other domains: looked up as 'domain.Type' at that domain's opset
+  { op: 'ai.onnx.preview.FlexAttention', since: 1, inputs: [3, 3], lower: flexAttention },
   { op: 'ai.onnx.preview.training.Adagrad', since: 1, inputs: [5, INF], outputs: INF, lower: adagrad },
   { op: 'ai.onnx.preview.training.Momentum', since: 1, inputs: [5, INF], outputs: INF, lower: momentum },
   { op: 'ai.onnx.preview.training.Adam', since: 1, inputs: [6, INF], outputs: INF, lower: adam },
