@@ -1426,16 +1426,6 @@ export function bitShift(c: NodeContext): Value {
   return width && dir === 'LEFT' ? mod(e, r, e.like(r, width), false) : r;
 }
 
-/** ~x; uint8 and uint16 are held in uint32, so their complement is cut back to their width. */
-export function bitwiseNot(c: NodeContext): Value {
-  const x = c.input(0);
-  if (isFloat(x.type.dtype) || x.type.dtype === 'bool') c.fail(`needs integer inputs, got ${x.type.dtype}`);
-  const y = c.e.op('bitwise_not', [x]);
-  const t = c.onnxType(0);
-  const mask = t === ONNX_DTYPE.UINT8 ? 0xff : t === ONNX_DTYPE.UINT16 ? 0xffff : 0;
-  return mask ? c.e.op('bitwise_and', [y, c.e.like(y, mask)]) : y;
-}
-
 /** Cumulative product as a running product over the slices of the axis (for short axes). */
 export function cumprod(c: NodeContext, x: Value, axisIn0: number, exclusive: boolean, reverse: boolean): Value {
   const e = c.e;

@@ -4,6 +4,7 @@ import { attention, flexAttention, rotaryEmbedding, tensorScatter } from './atte
 import { ifNode, loop, scan } from './control.js';
 import * as d from './decompose.js';
 import { adagrad, adam, momentum } from './optimizers.js';
+import { bitCast, bitwiseNot } from './bits.js';
 import { nonMaxSuppression, nonZero, unique } from './bounded.js';
 import { det } from './linalg.js';
 import { roiAlign } from './roialign.js';
@@ -499,7 +500,8 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'BitwiseAnd', since: 18, inputs: [2, 2], lower: binary('bitwise_and') },
   { op: 'BitwiseOr', since: 18, inputs: [2, 2], lower: binary('bitwise_or') },
   { op: 'BitwiseXor', since: 18, inputs: [2, 2], lower: binary('bitwise_xor') },
-  { op: 'BitwiseNot', since: 18, inputs: [1, 1], lower: (c) => d.bitwiseNot(c) },
+  { op: 'BitwiseNot', since: 18, inputs: [1, 1], lower: bitwiseNot },
+  { op: 'BitCast', since: 26, inputs: [1, 1], lower: bitCast },
   { op: 'CumProd', since: 26, inputs: [2, 2], lower: (c) => d.cumprod(c, c.input(0), c.constScalar(1, 'axis'), c.int('exclusive', 0) !== 0, c.int('reverse', 0) !== 0) },
   { op: 'CenterCropPad', since: 18, inputs: [2, 2], lower: (c) => d.centerCropPad(c) },
   { op: 'AffineGrid', since: 20, inputs: [2, 2], lower: (c) => d.affineGrid(c) },

@@ -51,6 +51,16 @@ describe('element-wise kernels', () => {
     expect(() => b.op('bitwise_and', [x, x])).toThrow(/not an integer type/);
   });
 
+  it('bitcast reads the bits of 32-bit values as another 32-bit dtype', () => {
+    // 1.0f = 0x3f800000; -2.0f = 0xc0000000
+    expect(runOp1('bitcast', [f32([2], [1, -2])], { to: 'int32' }).toArray()).toEqual([0x3f800000, -0x40000000]);
+    expect(runOp1('bitcast', [f32([1], [-2])], { to: 'uint32' }).toArray()).toEqual([0xc0000000]);
+    expect(runOp1('bitcast', [Tensor.from('int32', [2], [-1, 0x40490fdb])], { to: 'uint32' }).toArray()).toEqual([0xffffffff, 0x40490fdb]);
+    expect(runOp1('bitcast', [Tensor.from('int32', [1], [0x40490fdb])], { to: 'float32' }).toArray()).toEqual([Math.fround(Math.PI)]);
+    const b = new GraphBuilder('g');
+    expect(() => b.op('bitcast', [b.input('h', 'float16', [2])], { to: 'int32' })).toThrow(/reinterprets 32-bit dtypes/);
+  });
+
   it('gelu matches x·Φ(x) and the tanh approximation', () => {
     // Φ(1) = 0.8413447460685429
     expect(runOp1('gelu', [f32([1], [1])]).data[0]).toBeCloseTo(0.8413447, 6);

@@ -423,11 +423,41 @@ export const bitwiseNot = defineOp({
   grad: 'none',
 });
 
+/** The 32-bit dtypes whose bits bitcast reinterprets. */
+const WORD_DTYPES: readonly DType[] = ['float32', 'int32', 'uint32'];
+
+const word = new DataView(new ArrayBuffer(4));
+
+/** The bits of a value of 32-bit dtype `from` read as `to`. */
+function reinterpret(v: number, from: DType, to: DType): number {
+  if (from === 'float32') word.setFloat32(0, v);
+  else if (from === 'int32') word.setInt32(0, v);
+  else word.setUint32(0, v);
+  return to === 'float32' ? word.getFloat32(0) : to === 'int32' ? word.getInt32(0) : word.getUint32(0);
+}
+
+export const bitcast = defineOp({
+  name: 'bitcast',
+  family: 'elementwise',
+  doc: 'the bits of each element read as another 32-bit dtype (float32, int32, uint32)',
+  operands: [{ name: 'x', differentiable: false }],
+  attrs: { to: { type: 'dtype' } },
+  infer: ([x], attrs) => {
+    const to = attrs['to'] as DType;
+    if (!WORD_DTYPES.includes(x!.dtype) || !WORD_DTYPES.includes(to)) {
+      throw new ShapeError(`bitcast reinterprets 32-bit dtypes (f32, i32, u32), not ${dtypeShortName(x!.dtype)} as ${dtypeShortName(to)}`);
+    }
+    return [{ dtype: to, shape: [...x!.shape] }];
+  },
+  kernel: ([x], attrs) => [mapUnary(x!, attrs['to'] as DType, (v) => reinterpret(v, x!.dtype, attrs['to'] as DType))],
+  grad: 'none',
+});
+
 export const ELEMENTWISE_OPS: OpDef[] = [
   add, sub, mul, div, pow, max, min,
   neg, abs, exp, log, sqrt, reciprocal, tanh, sigmoid, relu, gelu, erfOp, sin, cos, floor, ceil, round, sign,
   clip, where, equal, less, greater, and, or, not, cast,
-  bitwiseAnd, bitwiseOr, bitwiseXor, bitwiseNot,
+  bitwiseAnd, bitwiseOr, bitwiseXor, bitwiseNot, bitcast,
 ];
 
 export type { Tensor };

@@ -69,6 +69,11 @@ const FAMILIES: Record<string, Family> = {
     out('bitwise_not', b.op('bitwise_not', [i]));
     out('u_bitwise_xor', b.op('bitwise_xor', [u, b.scalar('uint32', 0xf0f0f0f0)]));
     out('u_bitwise_not', b.op('bitwise_not', [u]));
+    // float bits of whole numbers, and back (arbitrary int bits could be NaN patterns)
+    const bits = b.op('bitcast', [b.op('cast', [i], { to: 'float32' })], { to: 'int32' });
+    out('bitcast_i32', bits);
+    out('bitcast_f32', b.op('bitcast', [bits], { to: 'float32' }));
+    out('bitcast_u32', b.op('bitcast', [i], { to: 'uint32' }));
   },
   matmul: (b) => {
     const a = f32(b, 'mm_a', [3, 4]);
