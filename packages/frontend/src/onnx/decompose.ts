@@ -1079,6 +1079,30 @@ interface ResizeSpec {
   cubicA: number;
   excludeOutside: boolean;
   extrapolation: number;
+  /** Antialiasing: the linear/cubic filter stretched by 1/widen (a down-sampling scale < 1). */
+  widen?: number;
+}
+
+/** Cubic convolution kernel with parameter A at distance d. */
+function cubicKernel(d: number, A: number): number {
+  const x = Math.abs(d);
+  if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  return 0;
+}
+
+/**
+ * First tap (relative to floor of the source coordinate) and weights of a filter stretched by
+ * 1/scale over fraction t, normalised to sum 1 (ONNX Resize with antialias).
+ */
+function widenedTaps(linear: boolean, t: number, scale: number, A: number): { first: number; w: number[] } {
+  const first = Math.floor((linear ? -1 : -2) / scale) + 1;
+  const w = Array.from({ length: 2 - 2 * first }, (_, k) => {
+    const d = (first + k - t) * scale;
+    return linear ? Math.max(0, 1 - Math.abs(d)) : cubicKernel(d, A);
+  });
+  const sum = w.reduce((p, q) => p + q, 0);
+  return { first, w: w.map((x) => x / sum) };
 }
 
 /** Resamples one axis: a weighted sum of gathers with import-time indices and weights. */
@@ -1095,14 +1119,16 @@ function resizeAxis(c: NodeContext, x: Value, axis: number, a: ResizeAxis, spec:
     if (idx.some((i) => Number.isNaN(i))) c.fail(`unknown nearest_mode '${spec.nearestMode}'`);
     y = e.op('gather', [x, e.ints(idx)], { axis });
   } else {
-    const taps = spec.mode === 'linear' ? 2 : 4;
+    const linear = spec.mode === 'linear';
+    const taps = spec.widen !== undefined ? widenedTaps(linear, 0, spec.widen, spec.cubicA).w.length : linear ? 2 : 4;
     const idx: number[][] = Array.from({ length: taps }, () => []);
     const wts: number[][] = Array.from({ length: taps }, () => []);
     for (const x0 of coords) {
       const f = Math.floor(x0);
       const t = x0 - f;
-      const first = taps === 2 ? f : f - 1;
-      let w = taps === 2 ? [1 - t, t] : cubicCoeffs(t, spec.cubicA);
+      const wide = spec.widen !== undefined ? widenedTaps(linear, t, spec.widen, spec.cubicA) : undefined;
+      const first = wide ? f + wide.first : linear ? f : f - 1;
+      let w = wide ? wide.w : linear ? [1 - t, t] : cubicCoeffs(t, spec.cubicA);
       const pos = w.map((_, k) => first + k);
       if (spec.excludeOutside) {
         w = w.map((wk, k) => (pos[k]! < 0 || pos[k]! >= inSize ? 0 : wk));
@@ -1194,8 +1220,8 @@ export function resize(c: NodeContext): Value {
       roiEnd: roiT.length ? roiT[i + n]! : 1,
     };
     if (ax.outSize === ax.inSize && ax.scale === 1 && coordMode !== 'tf_crop_and_resize') return;
-    if (antialias && ax.scale < 1 && mode !== 'nearest') c.unsupported(`antialiased down-sampling is not supported`);
-    y = resizeAxis(c, y, a, ax, spec);
+    // antialiased down-sampling widens the filter by 1/scale (nearest has no filter to widen)
+    y = resizeAxis(c, y, a, ax, antialias && ax.scale < 1 ? { ...spec, widen: ax.scale } : spec);
   });
   return y;
 }

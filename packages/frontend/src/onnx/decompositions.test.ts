@@ -65,4 +65,19 @@ describe('decomposed ONNX ops', () => {
     expect(out['y']!.shape).toEqual([1, 1, 2, 2]);
     expect(Array.from(out['y']!.data)).toEqual([2.5, 4.5, 10.5, 12.5]);
   });
+
+  it('Resize with antialias keeps a ramp where the widened cubic filter lies inside it', () => {
+    const bytes = makeModel({
+      opset: 18,
+      nodes: [{ op: 'Resize', inputs: ['x', '', '', 'sizes'], outputs: ['y'], attrs: { mode: 'cubic', antialias: 1 } }],
+      inputs: [{ name: 'x', type: T.FLOAT, shape: [1, 1, 1, 16] }],
+      outputs: [{ name: 'y', type: T.FLOAT }],
+      initializers: [tensor('sizes', T.INT64, [4], [1, 1, 1, 8])],
+    });
+    // half_pixel: output o samples x = 2o + 0.5; the filter (8 taps at scale 1/2) is symmetric and
+    // sums to 1, so away from the edges a linear ramp comes out as x itself
+    const y = Array.from(run(bytes, { x: Tensor.from('float32', [1, 1, 1, 16], [...Array(16).keys()]) })['y']!.data);
+    expect(y).toHaveLength(8);
+    for (const o of [2, 3, 4, 5]) expect(y[o]).toBeCloseTo(2 * o + 0.5, 5);
+  });
 });
