@@ -80,4 +80,19 @@ describe('decomposed ONNX ops', () => {
     expect(y).toHaveLength(8);
     for (const o of [2, 3, 4, 5]) expect(y[o]).toBeCloseTo(2 * o + 0.5, 5);
   });
+
+  it('TfIdfVectorizer weights unigram counts (TFIDF) and presence (IDF)', () => {
+    const model = (mode: string) =>
+      makeModel({
+        opset: 9,
+        nodes: [{ op: 'TfIdfVectorizer', inputs: ['x'], outputs: ['y'], attrs: { mode, min_gram_length: 1, max_gram_length: 1, max_skip_count: 2, ngram_counts: [0], ngram_indexes: [1, 0], pool_int64s: [1, 3], weights: { floats: [0.5, 2] } } }],
+        inputs: [{ name: 'x', type: T.INT32, shape: [5] }],
+        outputs: [{ name: 'y', type: T.FLOAT }],
+      });
+    const x = Tensor.from('int32', [5], [1, 2, 1, 3, 1]);
+    // 3 occurs once (output 0, weight 0.5), 1 three times (output 1, weight 2); skips do not recount unigrams
+    expect(Array.from(run(model('TF'), { x })['y']!.data)).toEqual([1, 3]);
+    expect(Array.from(run(model('TFIDF'), { x })['y']!.data)).toEqual([0.5, 6]);
+    expect(Array.from(run(model('IDF'), { x })['y']!.data)).toEqual([0.5, 2]);
+  });
 });

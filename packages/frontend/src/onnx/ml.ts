@@ -1,7 +1,7 @@
-import { Value, isFloat } from '@tilegraph/ir';
+import { Tensor, Value, isFloat } from '@tilegraph/ir';
 import { NodeContext } from './context.js';
 
-/** Ops of the ai.onnx.ml domain, as graphs of IR ops. */
+/** Classical machine-learning ops (the ai.onnx.ml domain, n-gram features), as graphs of IR ops. */
 
 /** Most tree nodes (branches and leaves) a TreeEnsemble may unfold into ops. */
 const MAX_TREE_NODES = 20_000;
@@ -106,4 +106,66 @@ export function treeEnsemble(c: NodeContext): Value {
     return e.op('reshape', [acc], { shape: [n, 1] });
   });
   return outs.length === 1 ? outs[0]! : e.op('concat', outs, { axis: 1 });
+}
+
+/**
+ * TfIdfVectorizer: counts of the pool's n-grams (with up to max_skip_count tokens skipped between
+ * their items) in each row, weighted as the mode says. Every start position and skip is a strided
+ * slice; a pool n-gram matches where all its items are equal. Unigrams are counted once, not once
+ * per skip.
+ */
+export function tfIdfVectorizer(c: NodeContext): Value {
+  const e = c.e;
+  const x0 = c.input(0);
+  const rank = x0.type.shape.length;
+  if ((rank !== 1 && rank !== 2) || isFloat(x0.type.dtype) || x0.type.dtype === 'bool') c.fail(`X must be a 1-D or 2-D integer tensor (strings are not supported), got ${x0.type.dtype}[${x0.type.shape.join(',')}]`);
+  const x = rank === 1 ? e.op('reshape', [x0], { shape: [1, x0.type.shape[0]!] }) : x0;
+  const [rows, len] = x.type.shape as [number, number];
+  const minN = c.int('min_gram_length');
+  const maxN = c.int('max_gram_length');
+  const maxSkip = c.int('max_skip_count');
+  const mode = c.string('mode');
+  if (!['TF', 'IDF', 'TFIDF'].includes(mode)) c.fail(`mode must be TF, IDF or TFIDF, got '${mode}'`);
+  if (c.has('pool_strings')) c.unsupported(`string pools (pool_strings) are not supported`);
+  const pool = c.ints('pool_int64s');
+  const counts = c.ints('ngram_counts');
+  const indexes = c.ints('ngram_indexes');
+  const weights = c.floats('weights', []);
+  if (!(minN >= 1 && maxN >= minN && maxSkip >= 0)) c.fail(`needs 1 <= min_gram_length <= max_gram_length and max_skip_count >= 0`);
+  const width = Math.max(...indexes, -1) + 1;
+  let ordinal = 0;
+  let out: Value | undefined;
+  for (let n = 1; n <= counts.length; n++) {
+    const from = counts[n - 1]!;
+    const to = n < counts.length ? counts[n]! : pool.length;
+    const grams = Math.floor((to - from) / n);
+    const first = ordinal;
+    ordinal += grams;
+    if (n < minN || n > maxN || grams === 0) continue;
+    if (first + grams > indexes.length) c.fail(`ngram_indexes has ${indexes.length} entries, fewer than the pool's n-grams`);
+    // items [1, 1, G] of each pool n-gram, and where each n-gram's count goes in the output
+    const item = (j: number) => e.constant(Tensor.from('int32', [1, 1, grams], [...Array(grams).keys()].map((g) => pool[from + g * n + j]!)));
+    const place = Tensor.zeros('float32', [grams, width]);
+    for (let g = 0; g < grams; g++) place.data[g * width + indexes[first + g]!] = 1;
+    for (let skip = 0; skip <= (n === 1 ? 0 : maxSkip); skip++) {
+      const positions = len - (n - 1) * (skip + 1);
+      if (positions <= 0) break;
+      let match: Value | undefined;
+      for (let j = 0; j < n; j++) {
+        const start = j * (skip + 1);
+        const tokens = e.op('reshape', [e.op('slice', [x], { starts: [start], ends: [start + positions], axes: [1] })], { shape: [rows, positions, 1] });
+        const eq = e.op('equal', [e.cast(tokens, 'int32'), item(j)]);
+        match = match ? e.op('and', [match, eq]) : eq;
+      }
+      const found = e.op('reduce_sum', [e.cast(match!, 'float32')], { axes: [1], keepdims: false }); // [rows, G]
+      const placed = e.op('matmul', [found, e.constant(place)]);
+      out = out ? e.add(out, placed) : placed;
+    }
+  }
+  let y = out ?? e.filled('float32', [rows, width], 0);
+  const w = weights.length ? e.constant(Tensor.from('float32', [weights.length], weights)) : undefined;
+  if (w && weights.length !== width) c.fail(`weights has ${weights.length} entries for ${width} outputs`);
+  if (mode === 'IDF') y = e.cast(e.op('greater', [y, e.scalar('float32', 0)]), 'float32');
+  if (mode !== 'TF' && w) y = e.mul(y, w);
+  return rank === 1 ? e.op('reshape', [y], { shape: [width] }) : y;
 }

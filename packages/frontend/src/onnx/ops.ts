@@ -7,7 +7,7 @@ import { adagrad, adam, momentum } from './optimizers.js';
 import { bitCast, bitwiseNot } from './bits.js';
 import { nonMaxSuppression, nonZero, unique } from './bounded.js';
 import { det } from './linalg.js';
-import { treeEnsemble } from './ml.js';
+import { tfIdfVectorizer, treeEnsemble } from './ml.js';
 import { roiAlign } from './roialign.js';
 import { causalConvWithState, linearAttention } from './stateful.js';
 import { melWeightMatrix } from './signal.js';
@@ -523,6 +523,7 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'ai.onnx.preview.training.Adagrad', since: 1, inputs: [5, INF], outputs: INF, lower: adagrad },
   { op: 'ai.onnx.preview.training.Momentum', since: 1, inputs: [5, INF], outputs: INF, lower: momentum },
   { op: 'ai.onnx.preview.training.Adam', since: 1, inputs: [6, INF], outputs: INF, lower: adam },
+  { op: 'TfIdfVectorizer', since: 9, inputs: [1, 1], lower: tfIdfVectorizer },
   { op: 'ai.onnx.ml.TreeEnsemble', since: 5, inputs: [1, 1], lower: treeEnsemble },
   {
     op: 'ai.onnx.ml.Binarizer',
