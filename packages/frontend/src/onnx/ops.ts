@@ -518,6 +518,17 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'NonMaxSuppression', since: 10, inputs: [2, 5], lower: nonMaxSuppression },
   { op: 'Unique', since: 11, inputs: [1, 1], outputs: 4, lower: unique },
 
+  // the decoded image's size is known only from the encoded bytes
+  {
+    op: 'ImageDecoder',
+    since: 20,
+    inputs: [1, 1],
+    lower: (c) =>
+      c.unsupported(`decodes compressed images, whose size is known only from their bytes, but IPU programs have static shapes`, [
+        'decode the images before they reach the model and feed them as a tensor input',
+      ]),
+  },
+
   // other domains: looked up as 'domain.Type' at that domain's opset
   { op: 'ai.onnx.preview.FlexAttention', since: 1, inputs: [3, 3], lower: flexAttention },
   { op: 'ai.onnx.preview.training.Adagrad', since: 1, inputs: [5, INF], outputs: INF, lower: adagrad },
