@@ -24,15 +24,23 @@ inline int toInt32(float x) {
 
 inline unsigned toUint32(float x) { return unsigned(toInt32(x)); }
 
-// The sign bit of a float: true for -0 as for negative values.
-inline bool signBit(float x) {
-  union {
-    float f;
-    unsigned u;
-  } v;
-  v.f = x;
-  return (v.u >> 31) != 0;
+// The bits of a float read as an int, and of an int (or unsigned) read as a float (BitCast).
+inline int bitsAsInt(float x) {
+  int r;
+  __builtin_memcpy(&r, &x, sizeof r);
+  return r;
 }
+
+inline float bitsAsFloat(int x) {
+  float r;
+  __builtin_memcpy(&r, &x, sizeof r);
+  return r;
+}
+
+inline float bitsAsFloat(unsigned x) { return bitsAsFloat(int(x)); }
+
+// The sign bit of a float: true for -0 as for negative values.
+inline bool signBit(float x) { return bitsAsInt(x) < 0; }
 
 // Integer division truncating toward zero; division by zero gives 0 and INT_MIN / -1 wraps.
 inline int divInt(int a, int b) {

@@ -42,7 +42,7 @@ describe('runConformanceTest', () => {
   afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
   /** A test folder: y = op(x) for x f32[3] with a symbolic dim, one data set. */
-  function makeTest(name: string, op: string, x: number[], y: number[], yType = T.FLOAT): string {
+  function makeTest(name: string, op: string, x: number[], y: number[], yType = T.FLOAT, yDims = [y.length]): string {
     const dir = path.join(root, name);
     fs.mkdirSync(path.join(dir, 'test_data_set_0'), { recursive: true });
     fs.writeFileSync(
@@ -54,7 +54,7 @@ describe('runConformanceTest', () => {
       }),
     );
     fs.writeFileSync(path.join(dir, 'test_data_set_0', 'input_0.pb'), encodeTensor(onnxTesting.tensor('x', T.FLOAT, [x.length], x)));
-    fs.writeFileSync(path.join(dir, 'test_data_set_0', 'output_0.pb'), encodeTensor(onnxTesting.tensor('y', yType, [y.length], y)));
+    fs.writeFileSync(path.join(dir, 'test_data_set_0', 'output_0.pb'), encodeTensor(onnxTesting.tensor('y', yType, yDims, y)));
     return dir;
   }
 
@@ -76,5 +76,12 @@ describe('runConformanceTest', () => {
     const rep = summarize(root, [r]);
     expect(rep.counts).toMatchObject({ total: 1, unsupported: 1, passed: 0, failed: 0 });
     expect(rep.byOp['StringNormalizer']).toEqual({ tests: 1, passed: 0, failed: 0, unsupported: 1 });
+  });
+
+  test('a data-dependent output size is bounded by the size of the expected output', () => {
+    // NonZero of [0, 2, 0, 5]: positions 1 and 3, as a [1, 2] int64 tensor
+    const r = runConformanceTest(makeTest('test_nonzero_bounded', 'NonZero', [0, 2, 0, 5], [1, 3], T.INT64, [1, 2]));
+    expect(r).toMatchObject({ status: 'passed', boundedOutputs: ['y'] });
+    expect(summarize(root, [r]).counts.boundedOutputs).toBe(1);
   });
 });

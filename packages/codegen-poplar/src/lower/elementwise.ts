@@ -14,7 +14,7 @@ import { floatClipExpr, intClipExpr } from './clip.js';
 export const ELEMENTWISE_OP_NAMES = [
   'add', 'sub', 'mul', 'div', 'pow', 'max', 'min', 'neg', 'abs', 'exp', 'log', 'sqrt', 'reciprocal', 'tanh', 'sigmoid',
   'relu', 'gelu', 'erf', 'sin', 'cos', 'floor', 'ceil', 'round', 'sign', 'clip', 'where', 'equal', 'less', 'greater', 'and',
-  'or', 'not', 'cast',
+  'or', 'not', 'cast', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'bitcast',
 ] as const;
 
 const ELEMENTWISE = new Set<string>(ELEMENTWISE_OP_NAMES);
@@ -80,6 +80,12 @@ function nodeExpr(n: EwNode, a: readonly string[], at: readonly DType[], tn: Typ
   if (n.kind === 'and') return `(${x} && ${y})`;
   if (n.kind === 'or') return `(${x} || ${y})`;
   if (n.kind === 'not') return `(!${x})`;
+  // integer operands only (the verifier checks): the result converted back to the operand type
+  if (n.kind === 'bitwise_and') return `${S}(${x} & ${y})`;
+  if (n.kind === 'bitwise_or') return `${S}(${x} | ${y})`;
+  if (n.kind === 'bitwise_xor') return `${S}(${x} ^ ${y})`;
+  if (n.kind === 'bitwise_not') return `${S}(~${x})`;
+  if (n.kind === 'bitcast') return bitcastExpr(x, t0, rt);
   if (n.kind === 'equal' || n.kind === 'less' || n.kind === 'greater') {
     const op = { equal: '==', less: '<', greater: '>' }[n.kind];
     return isFloat(t0) ? `(${f(x)} ${op} ${f(y)})` : `(${x} ${op} ${y})`;
@@ -194,6 +200,14 @@ function bound(v: unknown, dflt: number): number {
 }
 
 /** A cast with the reference's conversion rules (see the cast op). */
+/** The bits of a 32-bit value read as another 32-bit type. */
+function bitcastExpr(x: string, from: DType, to: DType): string {
+  if (from === to) return x;
+  if (to === 'float32') return `tg::bitsAsFloat(${x})`;
+  if (from === 'float32') return to === 'int32' ? `tg::bitsAsInt(${x})` : `unsigned(tg::bitsAsInt(${x}))`;
+  return to === 'int32' ? `int(${x})` : `unsigned(${x})`;
+}
+
 function castExpr(x: string, from: DType, to: DType, S: string): string {
   if (from === to) return x;
   if (to === 'bool') return isFloat(from) ? `tg::truthy(float(${x}))` : `(${x} != 0)`;

@@ -174,3 +174,77 @@ export function rotaryEmbedding(c: NodeContext): Value {
   const out = rd === d ? rotated : e.op('concat', [rotated, e.op('slice', [t], { starts: [rd], ends: [d], axes: [3] })], { axis: 3 });
   return rank === 4 ? e.op('transpose', [out], { perm: [0, 2, 1, 3] }) : reshape(e, out, x.type.shape);
 }
+
+/**
+ * TensorScatter-24 (a key/value cache update): update[b] is written into past_cache[b] along
+ * `axis` from position write_indices[b] on (wrapping around in circular mode). Written as a
+ * one-hot selection over the sequence axis, since the positions are known only at run time.
+ */
+export function tensorScatter(c: NodeContext): Value {
+  const e = c.e;
+  const cache = c.input(0);
+  const update = c.input(1);
+  const shape = [...cache.type.shape];
+  const r = shape.length;
+  const axisAttr = c.int('axis', -2);
+  const axis = axisAttr < 0 ? axisAttr + r : axisAttr;
+  if (r < 2 || axis < 1 || axis >= r) c.fail(`axis ${axisAttr} must name a dimension after the batch of a rank-${r} cache`);
+  const mode = c.string('mode', 'linear');
+  if (mode !== 'linear' && mode !== 'circular') c.fail(`mode must be 'linear' or 'circular', got '${mode}'`);
+  const ushape = [...update.type.shape];
+  if (ushape.length !== r || ushape.some((d, i) => i !== axis && d !== shape[i]) || ushape[axis]! > shape[axis]!) {
+    c.fail(`update [${ushape.join(',')}] must match past_cache [${shape.join(',')}] except along axis ${axis}, where it may be shorter`);
+  }
+  const [b, max, seq] = [shape[0]!, shape[axis]!, ushape[axis]!];
+  const w = c.optInput(2);
+  const start = w ? reshape(e, e.cast(w, 'int32'), [b, 1, 1]) : e.scalar('int32', 0);
+  // offset[b, p, i] = p - write_indices[b] (mod max in circular mode) compared with i
+  const pos = e.constant(Tensor.from('int32', [1, max, 1], [...Array(max).keys()]));
+  let offset = e.sub(pos, start);
+  if (mode === 'circular') offset = e.op('where', [e.op('less', [offset, e.scalar('int32', 0)]), e.add(offset, e.scalar('int32', max)), offset]);
+  const sel = e.op('equal', [offset, e.constant(Tensor.from('int32', [1, 1, seq], [...Array(seq).keys()]))]); // [B, max, seq]
+  // move the axis last: cache [B, ..., max], update [B, ..., 1, seq]
+  const perm = [...Array(r).keys()].filter((d) => d !== axis).concat([axis]);
+  const inverse = perm.map((_, i) => perm.indexOf(i));
+  const ones = new Array<number>(r - 2).fill(1);
+  const upd = e.op('unsqueeze', [e.op('transpose', [update], { perm })], { axes: [r - 1] });
+  const sel4 = reshape(e, sel, [b, ...ones, max, seq]);
+  const picked = e.op('reduce_sum', [e.op('where', [sel4, upd, e.like(update, 0)])], { axes: [-1], keepdims: false });
+  const written = e.op('greater', [e.op('reduce_sum', [e.cast(sel4, 'int32')], { axes: [-1], keepdims: false }), e.scalar('int32', 0)]);
+  const out = e.op('where', [written, picked, e.op('transpose', [cache], { perm })]);
+  return e.op('transpose', [out], { perm: inverse });
+}
+
+/**
+ * FlexAttention (ai.onnx.preview): softmax(scale · Q Kᵀ) V over (B, H, S, D) tensors, with the
+ * graph attributes score_mod and mask_mod applied to the scores and prob_mod to the
+ * probabilities (each a graph from one tensor to one tensor, inlined). Key/value heads are
+ * shared by groups of query heads. Computed in float32; the modifier graphs see the input type.
+ */
+export function flexAttention(c: NodeContext): Value {
+  const e = c.e;
+  const [q, k, v] = [c.input(0), c.input(1), c.input(2)];
+  for (const [x, what] of [[q, 'Q'], [k, 'K'], [v, 'V']] as const) if (x.type.shape.length !== 4) c.fail(`${what} must be (batch, heads, sequence, head size), got [${x.type.shape.join(',')}]`);
+  const [b, hq, , d] = q.type.shape as [number, number, number, number];
+  const [kb, hkv, s, kd] = k.type.shape as [number, number, number, number];
+  if (kb !== b || kd !== d || v.type.shape[0] !== b || v.type.shape[1] !== hkv || v.type.shape[2] !== s) c.fail(`K and V must be (${b}, kv heads, sequence, ${d} / value size) with one sequence length`);
+  if (hq % hkv !== 0) c.fail(`the ${hq} query heads are not a multiple of the ${hkv} key/value heads`);
+  const dtype = q.type.dtype;
+  const f32 = (x: Value) => e.cast(x, 'float32');
+  const shared = (x: Value) => {
+    if (hq === hkv) return f32(x);
+    const [, , len, dim] = x.type.shape as number[];
+    const rep = e.op('expand', [e.op('unsqueeze', [x], { axes: [2] })], { shape: [b, hkv, hq / hkv, len!, dim!] });
+    return f32(reshape(e, rep, [b, hq, len!, dim!]));
+  };
+  const scale = c.has('scale') ? c.float('scale') : 1 / Math.sqrt(d);
+  const modify = (attr: string, x: Value): Value => {
+    if (!c.has(attr)) return x;
+    if (c.subgraphInputs(attr) !== 1 || c.subgraphOutputs(attr) !== 1) c.fail(`graph attribute '${attr}' must take one tensor and give one`);
+    return f32(c.subgraph(attr, [e.cast(x, dtype)])[0]!);
+  };
+  let scores = e.mul(e.op('matmul', [f32(q), e.op('transpose', [shared(k)], { perm: [0, 1, 3, 2] })]), e.scalar('float32', scale));
+  scores = modify('mask_mod', modify('score_mod', scores));
+  const probs = modify('prob_mod', e.op('softmax', [scores], { axis: -1 }));
+  return e.cast(e.op('matmul', [probs, shared(v)]), dtype);
+}

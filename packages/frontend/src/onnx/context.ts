@@ -16,7 +16,7 @@ import {
   numElements,
   shapeLimitProblem,
 } from '@tilegraph/ir';
-import { OnnxUnsupportedError } from './errors.js';
+import { OnnxUnsupportedError, OutputBoundRequest } from './errors.js';
 import { ATTR_TYPE, AttributeProto, NodeProto, ONNX_DTYPE, bytesToString, int64 } from './proto.js';
 import { DecodedTensor, tensorFromProto } from './tensor.js';
 import { onnxTypeOf } from './tensor-codec.js';
@@ -40,6 +40,8 @@ export interface ImportState {
   readonly onnxTypes: Map<Value, number>;
   readonly diagnostics: Diagnostic[];
   readonly modelDir?: string;
+  /** OnnxImportOptions.maxOutputs: bounds of data-dependent output sizes by ONNX value name. */
+  readonly maxOutputs?: Readonly<Record<string, number>>;
 }
 
 /** Results larger than this (elements) are computed at run time rather than folded at import. */
@@ -411,6 +413,42 @@ export class NodeContext {
 
   get numOutputs(): number {
     return (this.node.output ?? []).length;
+  }
+
+  /**
+   * The bound the user gave (OnnxImportOptions.maxOutputs) for a data-dependent size of this
+   * node's outputs, keyed by the name of output `keyOutput`; without one the import stops with a
+   * diagnostic saying what to give. `axes` lists, per output, the dimension the bound sizes.
+   */
+  outputBound(keyOutput: number, axes: readonly (number | undefined)[], what: string): number {
+    const outs = this.node.output ?? [];
+    const key = outs[keyOutput] || outs.find((o) => o) || this.name;
+    const given = this.s.maxOutputs?.[key];
+    if (given !== undefined) {
+      if (!Number.isSafeInteger(given) || given < 0) this.fail(`maxOutputs['${key}'] must be a non-negative integer, got ${given}`);
+      return given;
+    }
+    const request: OutputBoundRequest = {
+      key,
+      outputs: axes.flatMap((axis, k) => (axis !== undefined && outs[k] ? [{ name: outs[k]!, axis }] : [])),
+    };
+    throw new OnnxUnsupportedError(
+      error(`${this.where()}: ${what} depends on the data, but IPU programs have static shapes`, this.loc, [
+        `give an upper bound in the import options (maxOutputs: { '${key}': N }): the outputs are padded to N entries, and the graph output '${key}_count' holds how many are valid`,
+      ]),
+      [],
+      [],
+      request,
+    );
+  }
+
+  /** Adds a graph output holding the number of valid entries of a padded output (`<key>_count`). */
+  countOutput(keyOutput: number, count: Value): void {
+    const outs = this.node.output ?? [];
+    const key = outs[keyOutput] || outs.find((o) => o) || this.name;
+    const name = `${key}_count`;
+    if (this.s.b.graph.outputs.some((o) => o.name === name)) this.fail(`the graph already has an output '${name}'`);
+    this.s.b.output(name, count);
   }
 
   /** Whether output k is named (used by the graph). */

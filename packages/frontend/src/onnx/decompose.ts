@@ -5,6 +5,9 @@ import { castWithAttributes } from './cast.js';
 import { isPopartAnnotation } from './placement.js';
 import { unsupported } from './errors.js';
 import { irDTypeOf, tensorFromProto } from './tensor.js';
+import { convTransposeTaps, maxPoolWithIndices, tapPool } from './windows.js';
+
+export { gridSample, resize, upsample } from './resample.js';
 
 /**
  * Lowerings of ONNX ops the IR has no single op for, written as small graphs of IR ops. Index
@@ -14,15 +17,15 @@ import { irDTypeOf, tensorFromProto } from './tensor.js';
 
 // ---------------------------------------------------------------- helpers
 
-function shapeOf(v: Value): number[] {
+export function shapeOf(v: Value): number[] {
   return [...v.type.shape];
 }
 
-function rankOf(v: Value): number {
+export function rankOf(v: Value): number {
   return v.type.shape.length;
 }
 
-function axisIn(c: NodeContext, axis: number, rank: number, what = 'axis'): number {
+export function axisIn(c: NodeContext, axis: number, rank: number, what = 'axis'): number {
   const a = axis < 0 ? axis + rank : axis;
   if (!Number.isInteger(a) || a < 0 || a >= rank) c.fail(`${what} ${axis} is out of range for rank ${rank}`);
   return a;
@@ -31,7 +34,7 @@ function axisIn(c: NodeContext, axis: number, rank: number, what = 'axis'): numb
 /** Index tables computed at import (gather indices, masks, weights) are limited to this size. */
 const MAX_TABLE = 1 << 24;
 
-function checkTable(c: NodeContext, n: number, what: string): void {
+export function checkTable(c: NodeContext, n: number, what: string): void {
   if (!(n <= MAX_TABLE)) c.unsupported(`${what} would need a table of ${n} entries, more than the importer builds (${MAX_TABLE})`);
 }
 
@@ -43,7 +46,7 @@ export function checkShape(c: NodeContext, shape: number[]): number[] {
 }
 
 /** A shape of `rank` ones with `n` at `axis` (to broadcast a 1-D table along one axis). */
-function alongAxis(rank: number, axis: number, n: number): number[] {
+export function alongAxis(rank: number, axis: number, n: number): number[] {
   const s = new Array<number>(rank).fill(1);
   s[axis] = n;
   return s;
@@ -65,11 +68,11 @@ function isIdentityPerm(perm: readonly number[]): boolean {
   return perm.every((p, i) => p === i);
 }
 
-function transpose(e: Emitter, v: Value, perm: number[]): Value {
+export function transpose(e: Emitter, v: Value, perm: number[]): Value {
   return isIdentityPerm(perm) ? v : e.op('transpose', [v], { perm });
 }
 
-function reshape(e: Emitter, v: Value, shape: readonly number[]): Value {
+export function reshape(e: Emitter, v: Value, shape: readonly number[]): Value {
   const cur = v.type.shape;
   if (cur.length === shape.length && cur.every((d, i) => d === shape[i])) return v;
   return e.op('reshape', [v], { shape: [...shape] });
@@ -95,7 +98,7 @@ export function mod(e: Emitter, a: Value, b: Value, fmod: boolean): Value {
   return e.op('where', [adjust, e.add(r, b), r]);
 }
 
-function trunc(e: Emitter, x: Value): Value {
+export function trunc(e: Emitter, x: Value): Value {
   return e.mul(e.unary('sign', x), e.unary('floor', e.unary('abs', x)));
 }
 
@@ -691,17 +694,23 @@ export function conv(c: NodeContext): Value {
   return r === 3 ? e.op('squeeze', [y], { axes: [2] }) : y;
 }
 
-export function pool(c: NodeContext, kind: 'max' | 'avg'): Value {
+export function pool(c: NodeContext, kind: 'max' | 'avg'): Value | Value[] {
   const x = c.input(0);
   const r = rankOf(x);
-  if (kind === 'max' && c.wants(1)) c.unsupported(`the Indices output of MaxPool is not supported`);
   if (r < 3 || r > 5) c.unsupported(`${r - 2}-D pooling is not supported (1-D, 2-D and 3-D are)`);
   const spatial = shapeOf(x).slice(2);
   const dilationsAllowed = kind === 'max' ? c.opset >= 10 : c.opset >= 19;
   const win = windowOf(c, spatial, c.ints('kernel_shape'), dilationsAllowed);
-  if (c.has('storage_order') && c.int('storage_order') !== 0) c.unsupported(`storage_order=1 is not supported`);
   const ceil = c.opset >= 10 && c.int('ceil_mode', 0) !== 0;
-  return poolNd(c, x, kind, win, ceil, c.int('count_include_pad', 0) !== 0);
+  const includePad = c.int('count_include_pad', 0) !== 0;
+  const columnMajor = c.int('storage_order', 0) !== 0;
+  if (kind === 'max' && c.wants(1)) {
+    if (!isFloat(x.type.dtype)) c.unsupported(`the Indices output is computed for float inputs only, got ${x.type.dtype}`);
+    return maxPoolWithIndices(c, x, win, ceil, columnMajor);
+  }
+  if (columnMajor) c.warn(`storage_order=1 orders the Indices output, which this node does not use; it has no effect`);
+  if (kind === 'avg' && win.dilations.some((dd) => dd !== 1)) return tapPool(c, x, win, ceil, includePad ? 'avg-include-pad' : 'avg');
+  return poolNd(c, x, kind, win, ceil, includePad);
 }
 
 /** One 2-D pooling op over the last two dims of a 4-D value (integers pool in float32, exact below 2^24). */
@@ -1000,216 +1009,6 @@ export function nllLoss(c: NodeContext, logp: Value): Value {
 export function softmaxCrossEntropy(c: NodeContext): (Value | undefined)[] {
   const logp = c.e.op('log_softmax', [c.input(0)], { axis: 1 });
   return [nllLoss(c, logp), logp];
-}
-
-// ---------------------------------------------------------------- resampling
-
-type CoordMode = 'half_pixel' | 'half_pixel_symmetric' | 'pytorch_half_pixel' | 'align_corners' | 'asymmetric' | 'tf_crop_and_resize';
-
-interface ResizeAxis {
-  inSize: number;
-  outSize: number;
-  scale: number;
-  roiStart: number;
-  roiEnd: number;
-}
-
-/** Input coordinate of output index o along one axis (ONNX Resize coordinate_transformation_mode). */
-function sourceCoord(mode: CoordMode, o: number, a: ResizeAxis): number {
-  const { inSize, outSize, scale } = a;
-  switch (mode) {
-    case 'half_pixel':
-      return (o + 0.5) / scale - 0.5;
-    case 'half_pixel_symmetric': {
-      const adjustment = outSize / (scale * inSize);
-      const center = inSize / 2;
-      const offset = center * (1 - adjustment);
-      return offset + (o + 0.5) / scale - 0.5;
-    }
-    case 'pytorch_half_pixel':
-      return outSize > 1 ? (o + 0.5) / scale - 0.5 : 0;
-    case 'align_corners': {
-      // the resized length as the scale gives it, unrounded (as ONNX's reference computes it; the
-      // output size when sizes are given): downsampling by 0.6 maps 4 onto 2.4, not 2
-      const resized = scale * inSize;
-      return resized === 1 ? 0 : (o * (inSize - 1)) / (resized - 1);
-    }
-    case 'asymmetric':
-      return o / scale;
-    case 'tf_crop_and_resize':
-      return outSize > 1
-        ? a.roiStart * (inSize - 1) + (o * (a.roiEnd - a.roiStart) * (inSize - 1)) / (outSize - 1)
-        : 0.5 * (a.roiStart + a.roiEnd) * (inSize - 1);
-  }
-}
-
-function nearestIndex(mode: string, x: number): number {
-  switch (mode) {
-    case 'round_prefer_floor':
-      return x === Math.floor(x) + 0.5 ? Math.floor(x) : Math.round(x);
-    case 'round_prefer_ceil':
-      return Math.round(x);
-    case 'floor':
-      return Math.floor(x);
-    case 'ceil':
-      return Math.ceil(x);
-    default:
-      return NaN;
-  }
-}
-
-function cubicCoeffs(t: number, A: number): number[] {
-  const c0 = ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A;
-  const c1 = ((A + 2) * t - (A + 3)) * t * t + 1;
-  const c2 = ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1;
-  const c3 = ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A;
-  return [c0, c1, c2, c3];
-}
-
-interface ResizeSpec {
-  mode: string;
-  coordMode: CoordMode;
-  nearestMode: string;
-  cubicA: number;
-  excludeOutside: boolean;
-  extrapolation: number;
-}
-
-/** Resamples one axis: a weighted sum of gathers with import-time indices and weights. */
-function resizeAxis(c: NodeContext, x: Value, axis: number, a: ResizeAxis, spec: ResizeSpec): Value {
-  const e = c.e;
-  const r = rankOf(x);
-  const { inSize, outSize } = a;
-  checkTable(c, outSize, 'the resampling table');
-  const coords = Array.from({ length: outSize }, (_, o) => sourceCoord(spec.coordMode, o, a));
-  const clampI = (i: number) => Math.min(Math.max(i, 0), inSize - 1);
-  let y: Value;
-  if (spec.mode === 'nearest') {
-    const idx = coords.map((x0) => clampI(nearestIndex(spec.nearestMode, x0)));
-    if (idx.some((i) => Number.isNaN(i))) c.fail(`unknown nearest_mode '${spec.nearestMode}'`);
-    y = e.op('gather', [x, e.ints(idx)], { axis });
-  } else {
-    const taps = spec.mode === 'linear' ? 2 : 4;
-    const idx: number[][] = Array.from({ length: taps }, () => []);
-    const wts: number[][] = Array.from({ length: taps }, () => []);
-    for (const x0 of coords) {
-      const f = Math.floor(x0);
-      const t = x0 - f;
-      const first = taps === 2 ? f : f - 1;
-      let w = taps === 2 ? [1 - t, t] : cubicCoeffs(t, spec.cubicA);
-      const pos = w.map((_, k) => first + k);
-      if (spec.excludeOutside) {
-        w = w.map((wk, k) => (pos[k]! < 0 || pos[k]! >= inSize ? 0 : wk));
-        const s = w.reduce((p, q) => p + q, 0);
-        if (s !== 0) w = w.map((wk) => wk / s);
-      }
-      for (let k = 0; k < taps; k++) {
-        idx[k]!.push(clampI(pos[k]!));
-        wts[k]!.push(w[k]!);
-      }
-    }
-    const dtype = x.type.dtype;
-    y = e.mul(e.op('gather', [x, e.ints(idx[0]!)], { axis }), e.constant(Tensor.from(dtype, alongAxis(r, axis, outSize), wts[0]!)));
-    for (let k = 1; k < taps; k++) {
-      const g = e.op('gather', [x, e.ints(idx[k]!)], { axis });
-      y = e.add(y, e.mul(g, e.constant(Tensor.from(dtype, alongAxis(r, axis, outSize), wts[k]!))));
-    }
-  }
-  if (spec.coordMode === 'tf_crop_and_resize') {
-    const inside = coords.map((x0) => (x0 < 0 || x0 > inSize - 1 ? 0 : 1));
-    if (inside.some((v) => v === 0)) {
-      const mask = e.constant(Tensor.from('bool', alongAxis(r, axis, outSize), inside));
-      y = e.op('where', [mask, y, e.like(y, spec.extrapolation)]);
-    }
-  }
-  return y;
-}
-
-export function resize(c: NodeContext): Value {
-  const x = c.input(0);
-  const r = rankOf(x);
-  const shape = shapeOf(x);
-  const mode = c.string('mode', 'nearest');
-  if (!['nearest', 'linear', 'cubic'].includes(mode)) c.fail(`unknown mode '${mode}'`);
-  if (mode !== 'nearest' && !isFloat(x.type.dtype)) c.unsupported(`${mode} resize of ${x.type.dtype} data is not supported`);
-  const coordMode = c.string('coordinate_transformation_mode', 'half_pixel') as CoordMode;
-  const known: CoordMode[] = ['half_pixel', 'half_pixel_symmetric', 'pytorch_half_pixel', 'align_corners', 'asymmetric', 'tf_crop_and_resize'];
-  if (!known.includes(coordMode)) c.fail(`unknown coordinate_transformation_mode '${coordMode}'`);
-  const antialias = c.opset >= 18 && c.int('antialias', 0) !== 0;
-  const axesAttr = c.opset >= 18 ? c.optInts('axes') : undefined;
-  const axes = (axesAttr ?? [...Array(r).keys()]).map((a) => axisIn(c, a, r));
-  const policy = c.opset >= 18 ? c.string('keep_aspect_ratio_policy', 'stretch') : 'stretch';
-  const roiT = c.hasInput(1) ? c.constFloats(1, 'roi') : [];
-  const scalesT = c.hasInput(2) ? c.constFloats(2, 'scales') : [];
-  const sizesT = c.hasInput(3) ? c.constInts(3, 'sizes') : [];
-  const n = axes.length;
-  if (scalesT.length > 0 && sizesT.length > 0) c.fail(`only one of scales and sizes may be given`);
-  if (scalesT.length === 0 && sizesT.length === 0) c.fail(`one of scales and sizes must be given`);
-  if (scalesT.length > 0 && scalesT.length !== n) c.fail(`scales has ${scalesT.length} entries for ${n} axes`);
-  if (sizesT.length > 0 && sizesT.length !== n) c.fail(`sizes has ${sizesT.length} entries for ${n} axes`);
-  if (roiT.length > 0 && roiT.length !== 2 * n) c.fail(`roi has ${roiT.length} entries for ${n} axes`);
-
-  let scales: number[];
-  let sizes: number[];
-  if (sizesT.length > 0) {
-    sizes = [...sizesT];
-    if (policy !== 'stretch') {
-      const ratios = axes.map((a, i) => sizes[i]! / shape[a]!);
-      const s = policy === 'not_larger' ? Math.min(...ratios) : Math.max(...ratios);
-      sizes = axes.map((a) => Math.round(s * shape[a]!));
-      scales = axes.map(() => s);
-    } else {
-      scales = axes.map((a, i) => sizes[i]! / shape[a]!);
-    }
-  } else {
-    scales = [...scalesT];
-    if (scales.some((s) => !(s > 0))) c.fail(`scales must be positive`);
-    sizes = axes.map((a, i) => {
-      const crop = coordMode === 'tf_crop_and_resize' && roiT.length ? roiT[i + n]! - roiT[i]! : 1;
-      return Math.floor(shape[a]! * crop * scales[i]! + 1e-9);
-    });
-  }
-  checkShape(c, sizes);
-  const spec: ResizeSpec = {
-    mode,
-    coordMode,
-    nearestMode: c.string('nearest_mode', 'round_prefer_floor'),
-    cubicA: c.float('cubic_coeff_a', -0.75),
-    excludeOutside: c.int('exclude_outside', 0) !== 0,
-    extrapolation: c.float('extrapolation_value', 0),
-  };
-  let y = x;
-  axes.forEach((a, i) => {
-    const ax: ResizeAxis = {
-      inSize: shape[a]!,
-      outSize: sizes[i]!,
-      scale: scales[i]!,
-      roiStart: roiT.length ? roiT[i]! : 0,
-      roiEnd: roiT.length ? roiT[i + n]! : 1,
-    };
-    if (ax.outSize === ax.inSize && ax.scale === 1 && coordMode !== 'tf_crop_and_resize') return;
-    if (antialias && ax.scale < 1 && mode !== 'nearest') c.unsupported(`antialiased down-sampling is not supported`);
-    y = resizeAxis(c, y, a, ax, spec);
-  });
-  return y;
-}
-
-/** Upsample-9: Resize with asymmetric coordinates (nearest rounds down). */
-/** Upsample (and Resize of opset 10); `scalesAttr` are the scales of opsets 7–8, an attribute. */
-export function upsample(c: NodeContext, scalesAttr?: number[]): Value {
-  const x = c.input(0);
-  const mode = c.string('mode', 'nearest');
-  const scales = scalesAttr ?? c.constFloats(1, 'scales');
-  if (scales.length !== rankOf(x)) c.fail(`scales has ${scales.length} entries for rank ${rankOf(x)}`);
-  const spec: ResizeSpec = { mode: mode === 'linear' || mode === 'bilinear' ? 'linear' : 'nearest', coordMode: 'asymmetric', nearestMode: 'floor', cubicA: -0.75, excludeOutside: false, extrapolation: 0 };
-  let y = x;
-  scales.forEach((s, a) => {
-    const inSize = x.type.shape[a]!;
-    const outSize = Math.floor(inSize * s);
-    if (s === 1) return;
-    y = resizeAxis(c, y, a, { inSize, outSize, scale: s, roiStart: 0, roiEnd: 1 }, spec);
-  });
-  return y;
 }
 
 // ---------------------------------------------------------------- quantisation
@@ -1511,11 +1310,16 @@ export function lpPool(c: NodeContext): Value {
   if (r < 3 || r > 5) c.unsupported(`${r - 2}-D LpPool is not supported`);
   const p = c.int('p', 2);
   const win = windowOf(c, shapeOf(x).slice(2), c.ints('kernel_shape'), c.opset >= 18);
-  if (win.dilations.some((dd) => dd !== 1)) c.unsupported(`LpPool with dilations is not supported`);
   const ax = e.unary('abs', x);
   const powered = p === 1 ? ax : p === 2 ? e.mul(x, x) : e.op('pow', [ax, e.like(x, p)]);
-  const avg = poolNd(c, powered, 'avg', win, c.opset >= 18 && c.int('ceil_mode', 0) !== 0, true);
-  const sum = e.mul(avg, e.like(avg, numElements(win.kernel)));
+  const ceil = c.opset >= 18 && c.int('ceil_mode', 0) !== 0;
+  let sum: Value;
+  if (win.dilations.some((dd) => dd !== 1)) {
+    sum = tapPool(c, powered, win, ceil, 'sum');
+  } else {
+    const avg = poolNd(c, powered, 'avg', win, ceil, true);
+    sum = e.mul(avg, e.like(avg, numElements(win.kernel)));
+  }
   return p === 1 ? sum : p === 2 ? e.unary('sqrt', sum) : e.op('pow', [sum, e.like(sum, 1 / p)]);
 }
 
@@ -1530,7 +1334,8 @@ export function convTranspose(c: NodeContext): Value {
   const w = c.input(1);
   const b = c.optInput(2);
   const r = rankOf(x);
-  if (r !== 3 && r !== 4) c.unsupported(`${r - 2}-D ConvTranspose is not supported`);
+  if (r < 3) c.fail(`input must have rank 3 or more ([N, C, ...spatial]), got ${r}`);
+  if (rankOf(w) !== r) c.fail(`weights have rank ${rankOf(w)} but the input has rank ${r}`);
   const k = r - 2;
   const spatial = shapeOf(x).slice(2);
   const kernel = c.has('kernel_shape') ? c.ints('kernel_shape') : shapeOf(w).slice(2);
@@ -1555,6 +1360,8 @@ export function convTranspose(c: NodeContext): Value {
     });
   }
   const outSize = outShapeAttr ?? full.map((f, i) => f - pads[i]! - pads[i + k]!);
+  // 3-D and beyond: tap by tap (the IR's convolution is 2-D)
+  if (r > 4) return convTransposeTaps(c, x, w, b, { kernel, strides, dilations: dil, pads }, group, outSize);
   // work in 2-D
   const x4 = r === 3 ? e.op('unsqueeze', [x], { axes: [2] }) : x;
   const w4 = r === 3 ? e.op('unsqueeze', [w], { axes: [2] }) : w;
@@ -1625,112 +1432,6 @@ export function qlinearMatMul(c: NodeContext): Value {
   const y = e.cast(e.op('clip', [q], { min: range[0], max: range[1] }), to);
   c.setOnnxType(y, outType);
   return y;
-}
-
-// ---------------------------------------------------------------- grid sampling
-
-/** Reflects coordinates into [lo, hi] the way GridSample's reference does (repeatedly, by the near border). */
-function reflectCoord(e: Emitter, v: Value, lo: number, hi: number): Value {
-  const rng = hi - lo;
-  const lov = e.like(v, lo);
-  const hiv = e.like(v, hi);
-  const fold = (dx: Value, nearStart: Value, farStart: Value, sign: number) => {
-    const n = trunc(e, e.div(dx, e.like(dx, rng)));
-    const r = e.sub(dx, e.mul(n, e.like(n, rng)));
-    const even = e.op('equal', [e.sub(n, e.mul(e.unary('floor', e.mul(n, e.like(n, 0.5))), e.like(n, 2))), e.like(n, 0)]);
-    const near = sign > 0 ? e.add(nearStart, r) : e.sub(nearStart, r);
-    const far = sign > 0 ? e.sub(farStart, r) : e.add(farStart, r);
-    return e.op('where', [even, near, far]);
-  };
-  const below = e.op('less', [v, lov]);
-  const above = e.op('greater', [v, hiv]);
-  const fromBelow = fold(e.sub(lov, v), lov, hiv, 1);
-  const fromAbove = fold(e.sub(v, hiv), hiv, lov, -1);
-  return e.op('where', [below, fromBelow, e.op('where', [above, fromAbove, v])]);
-}
-
-function cubicWeights(e: Emitter, t: Value): Value[] {
-  const A = -0.75;
-  const k = (x: number) => e.like(t, x);
-  const poly = (u: Value, outer: boolean) =>
-    outer
-      ? e.sub(e.mul(e.add(e.mul(e.sub(e.mul(u, k(A)), k(5 * A)), u), k(8 * A)), u), k(4 * A))
-      : e.add(e.mul(e.mul(e.sub(e.mul(u, k(A + 2)), k(A + 3)), u), u), k(1));
-  const one = k(1);
-  return [poly(e.add(t, one), true), poly(t, false), poly(e.sub(one, t), false), poly(e.sub(k(2), t), true)];
-}
-
-export function gridSample(c: NodeContext): Value {
-  const e = c.e;
-  const x = c.input(0);
-  const grid = c.input(1);
-  if (rankOf(x) !== 4) c.unsupported(`${rankOf(x) - 2}-D grid sampling is not supported (only 2-D)`);
-  const [n, ch, h, w] = x.type.shape as [number, number, number, number];
-  const [gn, ho, wo, two] = grid.type.shape as [number, number, number, number];
-  if (gn !== n || two !== 2) c.fail(`grid must be [${n}, H_out, W_out, 2], got [${shapeOf(grid).join(',')}]`);
-  let mode = c.string('mode', c.opset >= 20 ? 'linear' : 'bilinear');
-  if (mode === 'bilinear') mode = 'linear';
-  if (mode === 'bicubic') mode = 'cubic';
-  if (!['nearest', 'linear', 'cubic'].includes(mode)) c.fail(`unknown mode '${mode}'`);
-  const padding = c.string('padding_mode', 'zeros');
-  if (!['zeros', 'border', 'reflection'].includes(padding)) c.fail(`unknown padding_mode '${padding}'`);
-  const align = c.int('align_corners', 0) !== 0;
-  const g = e.cast(grid, x.type.dtype);
-  const comp = (i: number) => reshape(e, e.op('slice', [g], { starts: [i], ends: [i + 1], axes: [3] }), [n, ho, wo]);
-  const denorm = (v: Value, len: number) =>
-    align ? e.mul(e.add(v, e.like(v, 1)), e.like(v, (len - 1) / 2)) : e.div(e.sub(e.mul(e.add(v, e.like(v, 1)), e.like(v, len)), e.like(v, 1)), e.like(v, 2));
-  const bounds = (len: number): [number, number] => (align ? [0, len - 1] : [-0.5, len - 0.5]);
-  const place = (v: Value, len: number) => {
-    const [lo, hi] = bounds(len);
-    if (padding === 'border') {
-      const out = e.op('or', [e.op('less', [v, e.like(v, lo)]), e.op('greater', [v, e.like(v, hi)])]);
-      return e.op('where', [out, e.op('clip', [v], { min: 0, max: len - 1 }), v]);
-    }
-    if (padding === 'reflection') return reflectCoord(e, v, lo, hi);
-    return v;
-  };
-  let xs = denorm(comp(0), w);
-  let ys = denorm(comp(1), h);
-  if (mode === 'nearest') {
-    xs = e.unary('round', xs);
-    ys = e.unary('round', ys);
-  }
-  xs = place(xs, w);
-  ys = place(ys, h);
-  const taps = (v: Value): [Value, Value | undefined][] => {
-    if (mode === 'nearest') return [[v, undefined]];
-    const f = e.unary('floor', v);
-    const t = e.sub(v, f);
-    if (mode === 'linear') return [[f, e.sub(e.like(t, 1), t)], [e.add(f, e.like(f, 1)), t]];
-    const ws = cubicWeights(e, t);
-    return [-1, 0, 1, 2].map((o, i) => [o === 0 ? f : e.add(f, e.like(f, o)), ws[i]!]);
-  };
-  // fetch from [N·H·W, C] by flat pixel index
-  const table = reshape(e, e.op('transpose', [x], { perm: [0, 2, 3, 1] }), [n * h * w, ch]);
-  checkTable(c, n, 'the batch offsets');
-  const batchOff = e.constant(Tensor.from('int32', [n, 1, 1], Array.from({ length: n }, (_, i) => i * h * w)));
-  const index = (v: Value, len: number): { idx: Value; valid?: Value } => {
-    let iv = v;
-    let valid: Value | undefined;
-    if (padding === 'zeros') valid = e.op('and', [e.op('not', [e.op('less', [iv, e.like(iv, 0)])]), e.op('less', [iv, e.like(iv, len)])]);
-    else if (padding === 'reflection') iv = trunc(e, reflectCoord(e, iv, ...bounds(len)));
-    return valid ? { idx: e.cast(e.op('clip', [iv], { min: 0, max: len - 1 }), 'int32'), valid } : { idx: e.cast(e.op('clip', [iv], { min: 0, max: len - 1 }), 'int32') };
-  };
-  let acc: Value | undefined;
-  for (const [ty, wy] of taps(ys)) {
-    const yi = index(ty, h);
-    for (const [tx, wx] of taps(xs)) {
-      const xi = index(tx, w);
-      const flat = e.add(e.add(batchOff, e.mul(yi.idx, e.scalar('int32', w))), xi.idx);
-      let val = e.op('gather', [table, flat], { axis: 0 }); // [N, Ho, Wo, C]
-      let weight = wy && wx ? e.mul(wy, wx) : wy ?? wx;
-      const valid = yi.valid && xi.valid ? e.op('and', [yi.valid, xi.valid]) : yi.valid ?? xi.valid;
-      if (valid) weight = e.op('where', [valid, weight ?? e.like(val, 1), e.like(val, 0)]);
-      if (weight) val = e.mul(val, e.op('unsqueeze', [weight], { axes: [3] }));
-      acc = acc ? e.add(acc, val) : val;
-    }
-  }
-  return e.op('transpose', [acc!], { perm: [0, 3, 1, 2] });
 }
 
 // ---------------------------------------------------------------- signal processing

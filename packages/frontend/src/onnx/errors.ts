@@ -13,12 +13,30 @@ export class OnnxUnsupportedError extends DiagnosticError {
    * decide a shape); see OnnxImportOptions.constantInputs.
    */
   readonly needsConstantInputs: readonly string[];
-  constructor(diagnostics: readonly Diagnostic[] | Diagnostic, ops: readonly string[] = [], needsConstantInputs: readonly string[] = []) {
+  /** A bound the import needs for a data-dependent output size; see OnnxImportOptions.maxOutputs. */
+  readonly needsOutputBound?: OutputBoundRequest;
+  constructor(
+    diagnostics: readonly Diagnostic[] | Diagnostic,
+    ops: readonly string[] = [],
+    needsConstantInputs: readonly string[] = [],
+    needsOutputBound?: OutputBoundRequest,
+  ) {
     super(diagnostics);
     this.name = 'OnnxUnsupportedError';
     this.ops = ops;
     this.needsConstantInputs = needsConstantInputs;
+    if (needsOutputBound) this.needsOutputBound = needsOutputBound;
   }
+}
+
+/**
+ * The bound of a data-dependent size: `key` is what OnnxImportOptions.maxOutputs takes, and
+ * `outputs` the node's outputs whose dimension `axis` has that size (a tool that knows an
+ * expected output can read the bound from it).
+ */
+export interface OutputBoundRequest {
+  readonly key: string;
+  readonly outputs: readonly { readonly name: string; readonly axis: number }[];
 }
 
 export function fail(message: string, loc?: Location, notes?: readonly string[]): never {

@@ -153,18 +153,18 @@ describe('importOnnx', () => {
     const bytes = makeModel({
       nodes: [
         { op: 'Relu', inputs: ['x'], outputs: ['a'], name: 'r' },
-        { op: 'Unique', inputs: ['a'], outputs: ['b'], name: 'u1' },
+        { op: 'StringSplit', inputs: ['a'], outputs: ['b'], name: 'u1' },
         { op: 'StringNormalizer', inputs: ['b'], outputs: ['c'], name: 'sn' },
-        { op: 'Unique', inputs: ['c'], outputs: ['y'], name: 'u2' },
+        { op: 'StringSplit', inputs: ['c'], outputs: ['y'], name: 'u2' },
       ],
       inputs: [{ name: 'x', type: T.FLOAT, shape: [2] }],
       outputs: [{ name: 'y', type: T.FLOAT }],
     });
     const err = importError(bytes);
     expect(err).toBeInstanceOf(OnnxUnsupportedError);
-    expect((err as OnnxUnsupportedError).ops).toEqual(['Unique', 'StringNormalizer']);
+    expect((err as OnnxUnsupportedError).ops).toEqual(['StringSplit', 'StringNormalizer']);
     expect(err.diagnostics).toHaveLength(1);
-    expect(err.diagnostics[0]!.message).toBe(`unsupported ops found in model (opset 17): Unique ('u1', 'u2'); StringNormalizer ('sn')`);
+    expect(err.diagnostics[0]!.message).toBe(`unsupported ops found in model (opset 17): StringSplit ('u1', 'u2'); StringNormalizer ('sn')`);
   });
 
   test('attributes that became inputs are read per opset', () => {

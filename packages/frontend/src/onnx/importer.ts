@@ -16,7 +16,7 @@ import {
 } from '@tilegraph/ir';
 import { ImportState, NodeContext } from './context.js';
 import { OnnxUnsupportedError, fail } from './errors.js';
-import { SUPPORTED_OPSETS, findLowering } from './ops.js';
+import { OnnxOpEntry, SUPPORTED_OPSETS, findLowering } from './ops.js';
 import { customNodeEntry } from './custom.js';
 import { GraphProto, ModelProto, NodeProto, ValueInfoProto, decodeModel, int64, onnxDTypeName } from './proto.js';
 import { placementOf } from './placement.js';
@@ -42,6 +42,12 @@ export interface OnnxImportOptions {
    * shapes (axes, sizes, pads, k, ...), which a statically shaped IR needs to know.
    */
   constantInputs?: Readonly<Record<string, Tensor>>;
+  /**
+   * Upper bounds of data-dependent output sizes (NonZero, NonMaxSuppression, Unique), by the
+   * name of the node's first output. Such outputs are padded to the bound (indices with -1,
+   * values and counts with 0), and a graph output '<name>_count' holds how many entries are valid.
+   */
+  maxOutputs?: Readonly<Record<string, number>>;
 }
 
 export interface OnnxImportResult {
@@ -182,6 +188,7 @@ class OnnxImporter {
       onnxTypes: new Map(),
       diagnostics: this.diagnostics,
       ...(opts.modelDir !== undefined ? { modelDir: opts.modelDir } : {}),
+      ...(opts.maxOutputs !== undefined ? { maxOutputs: opts.maxOutputs } : {}),
     };
     this.opset = this.defaultOpset();
   }
@@ -211,6 +218,20 @@ class OnnxImporter {
       );
     }
     return opset;
+  }
+
+  /**
+   * The table entry for a node: default-domain ops by type at the model's opset; ops of other
+   * domains (ai.onnx.ml, ai.onnx.preview.training) by `domain.type` at that domain's opset.
+   */
+  private loweringOf(n: NodeProto): OnnxOpEntry | undefined {
+    const custom = customNodeEntry(n, this.model);
+    if (custom) return custom;
+    const domain = n.domain ?? '';
+    const type = n.opType ?? '';
+    if (DEFAULT_DOMAINS.has(domain)) return findLowering(type, this.opset);
+    const o = (this.model.opsetImport ?? []).find((x) => (x.domain ?? '') === domain);
+    return findLowering(`${domain}.${type}`, o ? int64(o.version) : 1);
   }
 
   private nodeName(n: NodeProto, index: number): string {
@@ -310,7 +331,7 @@ class OnnxImporter {
       const domain = n.domain ?? '';
       const type = n.opType ?? '';
       if (!type) fail(`node ${i}${n.name ? ` '${n.name}'` : ''} has no op type`, this.loc(this.nodeName(n, i)));
-      const supported = (DEFAULT_DOMAINS.has(domain) && findLowering(type, this.opset) !== undefined) || customNodeEntry(n, this.model) !== undefined;
+      const supported = this.loweringOf(n) !== undefined;
       if (!supported) {
         const key = DEFAULT_DOMAINS.has(domain) ? type : `${domain}.${type}`;
         if (!missing.has(key)) missing.set(key, []);
@@ -412,7 +433,7 @@ class OnnxImporter {
     const name = prefix + this.nodeName(node, index);
     const loc = this.loc(name);
     const type = node.opType ?? '';
-    const entry = customNodeEntry(node, this.model) ?? findLowering(type, this.opset)!;
+    const entry = this.loweringOf(node)!;
     const inputs = (node.input ?? []).map((n) => {
       if (!n) return undefined;
       const v = scope.get(n);

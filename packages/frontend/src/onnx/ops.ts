@@ -1,8 +1,17 @@
 import { DType, Tensor, Value, numElements } from '@tilegraph/ir';
 import { Emitter, MAX_FOLD_ELEMENTS, NodeContext, clampIndex } from './context.js';
-import { attention, rotaryEmbedding } from './attention.js';
+import { attention, flexAttention, rotaryEmbedding, tensorScatter } from './attention.js';
 import { ifNode, loop, scan } from './control.js';
 import * as d from './decompose.js';
+import { adagrad, adam, momentum } from './optimizers.js';
+import { bitCast, bitwiseNot } from './bits.js';
+import { nonMaxSuppression, nonZero, unique } from './bounded.js';
+import { det } from './linalg.js';
+import { tfIdfVectorizer, treeEnsemble } from './ml.js';
+import { roiAlign } from './roialign.js';
+import { causalConvWithState, linearAttention } from './stateful.js';
+import { melWeightMatrix } from './signal.js';
+import { col2Im, maxUnpool } from './windows.js';
 import { recurrent } from './recurrent.js';
 import { legacyBinary, legacyDropout, legacyPrelu, legacyReshape, legacyTopK, legacyUpsample } from './legacy.js';
 import { lowerMatMul } from './serialize.js';
@@ -436,10 +445,14 @@ const ENTRIES: readonly OnnxOpEntry[] = [
   { op: 'HannWindow', since: 17, inputs: [1, 1], lower: (c) => d.window(c, 'hann') },
   { op: 'HammingWindow', since: 17, inputs: [1, 1], lower: (c) => d.window(c, 'hamming') },
   { op: 'BlackmanWindow', since: 17, inputs: [1, 1], lower: (c) => d.window(c, 'blackman') },
+  { op: 'MelWeightMatrix', since: 17, inputs: [5, 5], lower: melWeightMatrix },
 
   // attention
   { op: 'Attention', since: 23, inputs: [3, 7], outputs: 4, lower: attention },
   { op: 'RotaryEmbedding', since: 23, inputs: [3, 4], lower: rotaryEmbedding },
+  { op: 'TensorScatter', since: 24, inputs: [2, 3], lower: tensorScatter },
+  { op: 'CausalConvWithState', since: 27, inputs: [2, 4], outputs: 2, lower: causalConvWithState },
+  { op: 'LinearAttention', since: 27, inputs: [3, 7], outputs: 2, lower: linearAttention },
   {
     op: 'SwiGLU',
     since: 26,
@@ -465,11 +478,53 @@ const ENTRIES: readonly OnnxOpEntry[] = [
 
   // more element-wise, movement and pooling
   { op: 'BitShift', since: 11, inputs: [2, 2], lower: (c) => d.bitShift(c) },
+  { op: 'BitwiseAnd', since: 18, inputs: [2, 2], lower: binary('bitwise_and') },
+  { op: 'BitwiseOr', since: 18, inputs: [2, 2], lower: binary('bitwise_or') },
+  { op: 'BitwiseXor', since: 18, inputs: [2, 2], lower: binary('bitwise_xor') },
+  { op: 'BitwiseNot', since: 18, inputs: [1, 1], lower: bitwiseNot },
+  { op: 'BitCast', since: 26, inputs: [1, 1], lower: bitCast },
   { op: 'CumProd', since: 26, inputs: [2, 2], lower: (c) => d.cumprod(c, c.input(0), c.constScalar(1, 'axis'), c.int('exclusive', 0) !== 0, c.int('reverse', 0) !== 0) },
   { op: 'CenterCropPad', since: 18, inputs: [2, 2], lower: (c) => d.centerCropPad(c) },
   { op: 'AffineGrid', since: 20, inputs: [2, 2], lower: (c) => d.affineGrid(c) },
   { op: 'LpPool', since: 2, inputs: [1, 1], lower: (c) => d.lpPool(c) },
   { op: 'ConvTranspose', since: 1, inputs: [2, 3], lower: (c) => d.convTranspose(c) },
+  { op: 'Col2Im', since: 18, inputs: [3, 3], lower: col2Im },
+  { op: 'MaxUnpool', since: 9, inputs: [2, 3], lower: maxUnpool },
+  { op: 'RoiAlign', since: 10, inputs: [3, 3], lower: roiAlign },
+  { op: 'Det', since: 11, inputs: [1, 1], lower: det },
+
+  // data-dependent output sizes, padded to a bound given at import (bounded.ts)
+  { op: 'NonZero', since: 9, inputs: [1, 1], lower: nonZero },
+  { op: 'NonMaxSuppression', since: 10, inputs: [2, 5], lower: nonMaxSuppression },
+  { op: 'Unique', since: 11, inputs: [1, 1], outputs: 4, lower: unique },
+
+  // the decoded image's size is known only from the encoded bytes
+  {
+    op: 'ImageDecoder',
+    since: 20,
+    inputs: [1, 1],
+    lower: (c) =>
+      c.unsupported(`decodes compressed images, whose size is known only from their bytes, but IPU programs have static shapes`, [
+        'decode the images before they reach the model and feed them as a tensor input',
+      ]),
+  },
+
+  // other domains: looked up as 'domain.Type' at that domain's opset
+  { op: 'ai.onnx.preview.FlexAttention', since: 1, inputs: [3, 3], lower: flexAttention },
+  { op: 'ai.onnx.preview.training.Adagrad', since: 1, inputs: [5, INF], outputs: INF, lower: adagrad },
+  { op: 'ai.onnx.preview.training.Momentum', since: 1, inputs: [5, INF], outputs: INF, lower: momentum },
+  { op: 'ai.onnx.preview.training.Adam', since: 1, inputs: [6, INF], outputs: INF, lower: adam },
+  { op: 'TfIdfVectorizer', since: 9, inputs: [1, 1], lower: tfIdfVectorizer },
+  { op: 'ai.onnx.ml.TreeEnsemble', since: 5, inputs: [1, 1], lower: treeEnsemble },
+  {
+    op: 'ai.onnx.ml.Binarizer',
+    since: 1,
+    inputs: [1, 1],
+    lower: (c) => {
+      const x = c.input(0);
+      return c.e.cast(c.e.op('greater', [x, c.e.like(x, c.float('threshold', 0))]), x.type.dtype);
+    },
+  },
 
   // quantisation (integer types are held as int32)
   { op: 'DynamicQuantizeLinear', since: 11, inputs: [1, 1], outputs: 3, lower: (c) => d.dynamicQuantizeLinear(c) },

@@ -35,6 +35,32 @@ describe('element-wise kernels', () => {
     expect(runOp1('sigmoid', [f32([2], [0, -1000])]).toArray()).toEqual([0.5, 0]);
   });
 
+  it('bitwise ops act on two\'s-complement bits and refuse floats', () => {
+    const i = Tensor.from('int32', [3], [12, -1, 5]);
+    const j = Tensor.from('int32', [3], [10, 6, -8]);
+    // 12 = 0b1100, 10 = 0b1010; -1 is all ones; 5 & -8 = 0b0101 & ...11000 = 0
+    expect(runOp1('bitwise_and', [i, j]).toArray()).toEqual([8, 6, 0]);
+    expect(runOp1('bitwise_or', [i, j]).toArray()).toEqual([14, -1, -3]);
+    expect(runOp1('bitwise_xor', [i, j]).toArray()).toEqual([6, -7, -3]);
+    expect(runOp1('bitwise_not', [i]).toArray()).toEqual([-13, 0, -6]);
+    const u = Tensor.from('uint32', [2], [0, 0xf0f0f0f0]);
+    expect(runOp1('bitwise_not', [u]).toArray()).toEqual([0xffffffff, 0x0f0f0f0f]);
+    expect(runOp1('bitwise_xor', [u, Tensor.from('uint32', [2], [0xffffffff, 0xff])]).toArray()).toEqual([0xffffffff, 0xf0f0f00f]);
+    const b = new GraphBuilder('g');
+    const x = b.input('x', 'float32', [2]);
+    expect(() => b.op('bitwise_and', [x, x])).toThrow(/not an integer type/);
+  });
+
+  it('bitcast reads the bits of 32-bit values as another 32-bit dtype', () => {
+    // 1.0f = 0x3f800000; -2.0f = 0xc0000000
+    expect(runOp1('bitcast', [f32([2], [1, -2])], { to: 'int32' }).toArray()).toEqual([0x3f800000, -0x40000000]);
+    expect(runOp1('bitcast', [f32([1], [-2])], { to: 'uint32' }).toArray()).toEqual([0xc0000000]);
+    expect(runOp1('bitcast', [Tensor.from('int32', [2], [-1, 0x40490fdb])], { to: 'uint32' }).toArray()).toEqual([0xffffffff, 0x40490fdb]);
+    expect(runOp1('bitcast', [Tensor.from('int32', [1], [0x40490fdb])], { to: 'float32' }).toArray()).toEqual([Math.fround(Math.PI)]);
+    const b = new GraphBuilder('g');
+    expect(() => b.op('bitcast', [b.input('h', 'float16', [2])], { to: 'int32' })).toThrow(/reinterprets 32-bit dtypes/);
+  });
+
   it('gelu matches x·Φ(x) and the tanh approximation', () => {
     // Φ(1) = 0.8413447460685429
     expect(runOp1('gelu', [f32([1], [1])]).data[0]).toBeCloseTo(0.8413447, 6);

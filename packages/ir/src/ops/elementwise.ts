@@ -1,5 +1,5 @@
 import { Attrs } from '../attributes.js';
-import { DType, dtypeShortName, isFloat, isLowFloat } from '../dtype.js';
+import { DType, dtypeShortName, isFloat, isInteger, isLowFloat } from '../dtype.js';
 import { E8M0Rounding, roundToLowFloat } from '../float-formats.js';
 import { mapBinary, mapNary, mapUnary } from '../kernels/elementwise.js';
 import type { GraphBuilder } from '../builder.js';
@@ -12,16 +12,17 @@ import { erf } from './math.js';
 
 /** Element-wise arithmetic, activations, comparisons, logic and casts, with NumPy broadcasting. */
 
-type Kind = 'float' | 'numeric' | 'bool' | 'any';
+type Kind = 'float' | 'numeric' | 'integer' | 'bool' | 'any';
 
 function checkKind(op: string, t: DType, kind: Kind): void {
   const ok =
     kind === 'any' ||
     (kind === 'float' && isFloat(t)) ||
     (kind === 'numeric' && t !== 'bool') ||
+    (kind === 'integer' && isInteger(t)) ||
     (kind === 'bool' && t === 'bool');
   if (!ok) {
-    const want = { float: 'a float', numeric: 'a numeric', bool: 'a bool', any: 'any' }[kind];
+    const want = { float: 'a float', numeric: 'a numeric', integer: 'an integer', bool: 'a bool', any: 'any' }[kind];
     throw new ShapeError(`operand type ${dtypeShortName(t)} is not ${want} type`);
   }
 }
@@ -407,10 +408,72 @@ export const cast = defineOp({
   saves: {},
 });
 
+/** Bits of an int32 or uint32 result, kept in its dtype's range. */
+function inDType(v: number, t: DType): number {
+  return t === 'uint32' ? v >>> 0 : v | 0;
+}
+
+/** Bitwise ops on the two's-complement bits of integers; they have no gradient. */
+function bitwise(name: string, doc: string, f: (x: number, y: number) => number): OpDef {
+  const operands = [
+    { name: 'a', differentiable: false },
+    { name: 'b', differentiable: false },
+  ];
+  return binary(name, doc, 'integer', f, (x, y, t) => inDType(f(x, y), t), { operands, grad: 'none' });
+}
+
+export const bitwiseAnd = bitwise('bitwise_and', 'a & b on integers', (x, y) => x & y);
+export const bitwiseOr = bitwise('bitwise_or', 'a | b on integers', (x, y) => x | y);
+export const bitwiseXor = bitwise('bitwise_xor', 'a ^ b on integers', (x, y) => x ^ y);
+export const bitwiseNot = defineOp({
+  name: 'bitwise_not',
+  family: 'elementwise',
+  doc: '~x on integers',
+  operands: [{ name: 'x', differentiable: false }],
+  attrs: {},
+  infer: ([x]) => {
+    checkKind('bitwise_not', x!.dtype, 'integer');
+    return [{ dtype: x!.dtype, shape: [...x!.shape] }];
+  },
+  kernel: ([x]) => [mapUnary(x!, x!.dtype, (v) => inDType(~v, x!.dtype))],
+  grad: 'none',
+});
+
+/** The 32-bit dtypes whose bits bitcast reinterprets. */
+const WORD_DTYPES: readonly DType[] = ['float32', 'int32', 'uint32'];
+
+const word = new DataView(new ArrayBuffer(4));
+
+/** The bits of a value of 32-bit dtype `from` read as `to`. */
+function reinterpret(v: number, from: DType, to: DType): number {
+  if (from === 'float32') word.setFloat32(0, v);
+  else if (from === 'int32') word.setInt32(0, v);
+  else word.setUint32(0, v);
+  return to === 'float32' ? word.getFloat32(0) : to === 'int32' ? word.getInt32(0) : word.getUint32(0);
+}
+
+export const bitcast = defineOp({
+  name: 'bitcast',
+  family: 'elementwise',
+  doc: 'the bits of each element read as another 32-bit dtype (float32, int32, uint32)',
+  operands: [{ name: 'x', differentiable: false }],
+  attrs: { to: { type: 'dtype' } },
+  infer: ([x], attrs) => {
+    const to = attrs['to'] as DType;
+    if (!WORD_DTYPES.includes(x!.dtype) || !WORD_DTYPES.includes(to)) {
+      throw new ShapeError(`bitcast reinterprets 32-bit dtypes (f32, i32, u32), not ${dtypeShortName(x!.dtype)} as ${dtypeShortName(to)}`);
+    }
+    return [{ dtype: to, shape: [...x!.shape] }];
+  },
+  kernel: ([x], attrs) => [mapUnary(x!, attrs['to'] as DType, (v) => reinterpret(v, x!.dtype, attrs['to'] as DType))],
+  grad: 'none',
+});
+
 export const ELEMENTWISE_OPS: OpDef[] = [
   add, sub, mul, div, pow, max, min,
   neg, abs, exp, log, sqrt, reciprocal, tanh, sigmoid, relu, gelu, erfOp, sin, cos, floor, ceil, round, sign,
   clip, where, equal, less, greater, and, or, not, cast,
+  bitwiseAnd, bitwiseOr, bitwiseXor, bitwiseNot, bitcast,
 ];
 
 export type { Tensor };

@@ -65,6 +65,15 @@ const FAMILIES: Record<string, Family> = {
     out('u_div', b.op('div', [u, b.op('cast', [j], { to: 'uint32' })]));
     out('u_neg', b.op('neg', [u]));
     out('eq', b.op('equal', [i, j]));
+    for (const op of ['bitwise_and', 'bitwise_or', 'bitwise_xor']) out(op, b.op(op, [i, j]));
+    out('bitwise_not', b.op('bitwise_not', [i]));
+    out('u_bitwise_xor', b.op('bitwise_xor', [u, b.scalar('uint32', 0xf0f0f0f0)]));
+    out('u_bitwise_not', b.op('bitwise_not', [u]));
+    // float bits of whole numbers, and back (arbitrary int bits could be NaN patterns)
+    const bits = b.op('bitcast', [b.op('cast', [i], { to: 'float32' })], { to: 'int32' });
+    out('bitcast_i32', bits);
+    out('bitcast_f32', b.op('bitcast', [bits], { to: 'float32' }));
+    out('bitcast_u32', b.op('bitcast', [i], { to: 'uint32' }));
   },
   matmul: (b) => {
     const a = f32(b, 'mm_a', [3, 4]);
