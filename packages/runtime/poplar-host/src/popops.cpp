@@ -3,6 +3,7 @@
 // sums and products accumulate in the type PopLibs accumulates in (one
 // rounding per step), everything else is computed exactly and rounded once
 // to the output type, as the tile of the output rounds.
+#include "gemm.hpp" // ScratchLease
 #include "internal.hpp"
 
 #include <popops/Cast.hpp>
@@ -115,6 +116,27 @@ Accum accumulationType(const poplar::Type &in, const poplar::Type &out, Operatio
   return isHalf(inVertex) || isHalf(interTile) ? Accum::Half : Accum::Float;
 }
 
+/// A reduction's last steps: flags for the finished sums, the scale, the update, the output.
+void finishReduce(const ReplicaContext &ctx, poplar_host::Rounder &r, std::vector<double> &acc, bool finiteInput,
+                  Accum accum, const ReduceParams &params, const poplar::Tensor &out) {
+  if (accum != Accum::Exact) {
+    for (double a : acc) {
+      if (std::isnan(a)) r.flags |= poplar_host::kFpInvalid;
+      else if (std::isinf(a) && finiteInput && accum == Accum::Float) r.flags |= poplar_host::kFpOverflow;
+    }
+    ctx.raised(r);
+  }
+  if (params.useScale) {
+    const double s = ctx.read(params.scale)[0];
+    for (auto &a : acc) a *= s;
+  }
+  if (params.update) {
+    const auto prev = ctx.read(out);
+    for (std::size_t o = 0; o < acc.size(); ++o) acc[o] += prev[o];
+  }
+  ctx.write(out, acc);
+}
+
 void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, const poplar::Tensor &out,
                    const std::vector<std::size_t> &dims, const ReduceParams &params, const std::string &name,
                    const poplar::OptionFlags &options) {
@@ -134,8 +156,26 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
   const Accum accum = accumulationType(in.elementType(), out.elementType(), op, options);
   // Each output accumulates its inputs in row-major order, one rounding per step.
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
-    const auto x = ctx.read(in);
     poplar_host::Rounder r = ctx.rounder(out);
+    if (accum == Accum::Float) { // float steps on the floats themselves, without doubles
+      poplar_host::ScratchLease scratch;
+      const std::size_t n = in.numElements();
+      float *x = scratch.get(0, n), *acc = scratch.get(1, outN);
+      ctx.readFloats(in, x);
+      std::fill(acc, acc + outN, op == Operation::MUL ? 1.0f : 0.0f);
+      const std::size_t *to = map.data();
+      if (op == Operation::ADD)
+        for (std::size_t i = 0; i < n; ++i) acc[to[i]] += x[i];
+      else if (op == Operation::SQUARE_ADD)
+        for (std::size_t i = 0; i < n; ++i) acc[to[i]] += x[i] * x[i];
+      else
+        for (std::size_t i = 0; i < n; ++i) acc[to[i]] *= x[i];
+      bool finiteInput = true;
+      for (std::size_t i = 0; i < n && finiteInput; ++i) finiteInput = std::isfinite(x[i]);
+      std::vector<double> sums(acc, acc + outN);
+      return finishReduce(ctx, r, sums, finiteInput, accum, params, out);
+    }
+    const auto x = ctx.read(in);
     std::vector<double> acc(outN);
     const double inf = std::numeric_limits<double>::infinity();
     switch (op) {
@@ -178,24 +218,10 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
       for (std::size_t o = 0; o < outN; ++o)
         if (std::isfinite(acc[o])) acc[o] += std::log(sum[o]);
     }
-    if (accum != Accum::Exact) {
-      bool finiteInput = true;
+    bool finiteInput = true;
+    if (accum != Accum::Exact)
       for (double v : x) finiteInput = finiteInput && std::isfinite(v);
-      for (double a : acc) {
-        if (std::isnan(a)) r.flags |= poplar_host::kFpInvalid;
-        else if (std::isinf(a) && finiteInput && accum == Accum::Float) r.flags |= poplar_host::kFpOverflow;
-      }
-      ctx.raised(r);
-    }
-    if (params.useScale) {
-      const double s = ctx.read(params.scale)[0];
-      for (auto &a : acc) a *= s;
-    }
-    if (params.update) {
-      const auto prev = ctx.read(out);
-      for (std::size_t o = 0; o < outN; ++o) acc[o] += prev[o];
-    }
-    ctx.write(out, acc);
+    finishReduce(ctx, r, acc, finiteInput, accum, params, out);
   }, {in, out, params.useScale ? params.scale : poplar::Tensor()});
 }
 
