@@ -333,11 +333,13 @@ struct VertexInstance {
   const VertexPlan *plan = nullptr;
   void *obj = nullptr;
   std::vector<std::uint8_t> buffer;
-  /// One run of bytes between a variable and the buffer.
+  /// `count` runs of `bytes` between a variable and the buffer: in the buffer one after another,
+  /// in the variable `stride` bytes apart (0 for a broadcast element, `bytes` when contiguous).
   struct Move {
     std::uint8_t *var;
     std::uint8_t *buf;
-    std::size_t bytes;
+    std::size_t bytes, count;
+    std::ptrdiff_t stride;
   };
   /// The gathers (every field part not read in place) and the scatters (written fields) of this
   /// vertex, resolved to addresses once: the variables' storage never moves.
@@ -572,11 +574,34 @@ private:
     auto &info = cg_->vars[var];
     return info.isConstant ? info.constData.data() : data_[replica][var].data();
   }
-  /// memcpy, with single elements (broadcast views are lists of them) copied without a call.
-  static void moveBytes(std::uint8_t *dst, const std::uint8_t *src, std::size_t bytes) {
-    if (bytes == 4) std::memcpy(dst, src, 4);
-    else if (bytes == 2) std::memcpy(dst, src, 2);
-    else std::memcpy(dst, src, bytes);
+  /// Appends a run of bytes to the moves of one field part (those from `first` on), as one more
+  /// step of the last move when it continues that move's stride: the regions of broadcast and
+  /// strided views, one element each, become a few moves.
+  static void addMove(std::vector<VertexInstance::Move> &moves, std::size_t first, std::uint8_t *var,
+                      std::uint8_t *buf, std::size_t bytes) {
+    if (moves.size() > first) {
+      auto &m = moves.back();
+      const std::ptrdiff_t step = var - (m.var + (m.count - 1) * m.stride);
+      if (m.bytes == bytes && (m.count == 1 || step == m.stride)) {
+        m.stride = step;
+        ++m.count;
+        return;
+      }
+    }
+    moves.push_back({var, buf, bytes, 1, 0});
+  }
+  /// Performs a move into the buffer (gather) or back into the variable (scatter).
+  static void move(const VertexInstance::Move &m, bool gather) {
+    if (m.count == 1 || m.stride == static_cast<std::ptrdiff_t>(m.bytes)) {
+      if (gather) std::memcpy(m.buf, m.var, m.bytes * m.count);
+      else std::memcpy(m.var, m.buf, m.bytes * m.count);
+      return;
+    }
+    std::uint8_t *v = m.var, *b = m.buf;
+    for (std::size_t k = 0; k < m.count; ++k, v += m.stride, b += m.bytes) {
+      if (m.bytes == 4) gather ? std::memcpy(b, v, 4) : std::memcpy(v, b, 4);
+      else gather ? std::memcpy(b, v, m.bytes) : std::memcpy(v, b, m.bytes);
+    }
   }
   void gather(unsigned replica, const std::vector<Region> &regions, std::size_t es, std::uint8_t *dst) {
     for (const auto &r : regions) {
@@ -696,12 +721,12 @@ private:
           continue;
         }
         regions.push_back({buf, e.partElems[i]});
+        const std::size_t first = inst->gathers.size();
         for (const auto &r : e.parts[i]) {
-          const VertexInstance::Move m{varPtr(replica, r.var) + r.begin * e.elemSize, buf, r.size() * e.elemSize};
-          inst->gathers.push_back(m);
-          if (e.write) inst->scatters.push_back(m);
-          buf += m.bytes;
+          addMove(inst->gathers, first, varPtr(replica, r.var) + r.begin * e.elemSize, buf, r.size() * e.elemSize);
+          buf += r.size() * e.elemSize;
         }
+        if (e.write) inst->scatters.insert(inst->scatters.end(), inst->gathers.begin() + first, inst->gathers.end());
       }
       auto keep = e.desc->bind(inst->obj, regions.data(), regions.size());
       if (keep) inst->keep.push_back(std::move(keep));
@@ -718,7 +743,7 @@ private:
                         unsigned replica) {
     for (std::size_t k = begin; k < end; ++k) {
       auto &inst = *insts[k];
-      for (const auto &m : inst.gathers) moveBytes(m.buf, m.var, m.bytes);
+      for (const auto &m : inst.gathers) move(m, true);
       const unsigned tile = inst.plan->tile;
       const FpMode &mode = fp_[replica][tile];
       if (mode.ieee()) {
@@ -779,7 +804,7 @@ private:
       gatherAndCompute(insts, 0, insts.size(), replica);
     }
     for (auto &inst : insts)
-      for (const auto &m : inst->scatters) moveBytes(m.var, m.buf, m.bytes);
+      for (const auto &m : inst->scatters) move(m, false);
     for (unsigned tile : cg_->computeSets.at(cs).tiles) advanceGenerator(replica, tile);
   }
 
