@@ -327,11 +327,23 @@ private:
   bool aborted_ = false, diverged_ = false;
 };
 
-/// One vertex object of one replica, bound to its private buffer.
+/// One vertex object of one replica, bound to its private buffer (and, for inputs that are one
+/// run of a variable, to the variable itself: see makeInstance).
 struct VertexInstance {
   const VertexPlan *plan = nullptr;
   void *obj = nullptr;
   std::vector<std::uint8_t> buffer;
+  /// `count` runs of `bytes` between a variable and the buffer: in the buffer one after another,
+  /// in the variable `stride` bytes apart (0 for a broadcast element, `bytes` when contiguous).
+  struct Move {
+    std::uint8_t *var;
+    std::uint8_t *buf;
+    std::size_t bytes, count;
+    std::ptrdiff_t stride;
+  };
+  /// The gathers (every field part not read in place) and the scatters (written fields) of this
+  /// vertex, resolved to addresses once: the variables' storage never moves.
+  std::vector<Move> gathers, scatters;
   std::vector<std::shared_ptr<void>> keep;
   VertexInstance() = default;
   VertexInstance(const VertexInstance &) = delete;
@@ -377,7 +389,7 @@ public:
       auto &perReplica = instances_[kv.first];
       perReplica.resize(r);
       for (unsigned rep = local_.begin; rep < local_.end; ++rep) // only this process's replicas run
-        for (const auto &vp : kv.second.vertices) perReplica[rep].push_back(makeInstance(vp));
+        for (const auto &vp : kv.second.vertices) perReplica[rep].push_back(makeInstance(vp, rep));
     }
     streams_.resize(cg_->streams.size());
     copyCount_.assign(r, std::vector<std::size_t>(cg_->streams.size(), 0));
@@ -562,6 +574,35 @@ private:
     auto &info = cg_->vars[var];
     return info.isConstant ? info.constData.data() : data_[replica][var].data();
   }
+  /// Appends a run of bytes to the moves of one field part (those from `first` on), as one more
+  /// step of the last move when it continues that move's stride: the regions of broadcast and
+  /// strided views, one element each, become a few moves.
+  static void addMove(std::vector<VertexInstance::Move> &moves, std::size_t first, std::uint8_t *var,
+                      std::uint8_t *buf, std::size_t bytes) {
+    if (moves.size() > first) {
+      auto &m = moves.back();
+      const std::ptrdiff_t step = var - (m.var + (m.count - 1) * m.stride);
+      if (m.bytes == bytes && (m.count == 1 || step == m.stride)) {
+        m.stride = step;
+        ++m.count;
+        return;
+      }
+    }
+    moves.push_back({var, buf, bytes, 1, 0});
+  }
+  /// Performs a move into the buffer (gather) or back into the variable (scatter).
+  static void move(const VertexInstance::Move &m, bool gather) {
+    if (m.count == 1 || m.stride == static_cast<std::ptrdiff_t>(m.bytes)) {
+      if (gather) std::memcpy(m.buf, m.var, m.bytes * m.count);
+      else std::memcpy(m.var, m.buf, m.bytes * m.count);
+      return;
+    }
+    std::uint8_t *v = m.var, *b = m.buf;
+    for (std::size_t k = 0; k < m.count; ++k, v += m.stride, b += m.bytes) {
+      if (m.bytes == 4) gather ? std::memcpy(b, v, 4) : std::memcpy(v, b, 4);
+      else gather ? std::memcpy(b, v, m.bytes) : std::memcpy(v, b, m.bytes);
+    }
+  }
   void gather(unsigned replica, const std::vector<Region> &regions, std::size_t es, std::uint8_t *dst) {
     for (const auto &r : regions) {
       std::memcpy(dst, varPtr(replica, r.var) + r.begin * es, r.size() * es);
@@ -661,15 +702,32 @@ private:
   }
 
   // --- vertices ------------------------------------------------------------------
-  std::unique_ptr<VertexInstance> makeInstance(const VertexPlan &vp) {
+  /// A vertex of `replica`. An input field part that is one run of one variable is bound to the
+  /// variable's bytes instead of a copy: vertices write only their own buffers until the
+  /// compute set's scatter, so the variable still holds the value the part would have gathered.
+  /// (The variables' storage is allocated once, with the engine, and never moves.)
+  std::unique_ptr<VertexInstance> makeInstance(const VertexPlan &vp, unsigned replica) {
     auto inst = std::make_unique<VertexInstance>();
     inst->plan = &vp;
     inst->buffer.assign(std::max<std::size_t>(vp.bufferBytes, 8), 0);
     inst->obj = vp.desc->create();
     for (const auto &e : vp.edges) {
       std::vector<BindRegion> regions;
-      for (std::size_t i = 0; i < e.parts.size(); ++i)
-        regions.push_back({inst->buffer.data() + e.partOffset[i], e.partElems[i]});
+      for (std::size_t i = 0; i < e.parts.size(); ++i) {
+        std::uint8_t *buf = inst->buffer.data() + e.partOffset[i];
+        if (!e.write && e.parts[i].size() == 1) { // read in place
+          const Region &r = e.parts[i][0];
+          regions.push_back({varPtr(replica, r.var) + r.begin * e.elemSize, e.partElems[i]});
+          continue;
+        }
+        regions.push_back({buf, e.partElems[i]});
+        const std::size_t first = inst->gathers.size();
+        for (const auto &r : e.parts[i]) {
+          addMove(inst->gathers, first, varPtr(replica, r.var) + r.begin * e.elemSize, buf, r.size() * e.elemSize);
+          buf += r.size() * e.elemSize;
+        }
+        if (e.write) inst->scatters.insert(inst->scatters.end(), inst->gathers.begin() + first, inst->gathers.end());
+      }
       auto keep = e.desc->bind(inst->obj, regions.data(), regions.size());
       if (keep) inst->keep.push_back(std::move(keep));
     }
@@ -685,9 +743,7 @@ private:
                         unsigned replica) {
     for (std::size_t k = begin; k < end; ++k) {
       auto &inst = *insts[k];
-      for (const auto &e : inst.plan->edges)
-        for (std::size_t i = 0; i < e.parts.size(); ++i)
-          gather(replica, e.parts[i], e.elemSize, inst.buffer.data() + e.partOffset[i]);
+      for (const auto &m : inst.gathers) move(m, true);
       const unsigned tile = inst.plan->tile;
       const FpMode &mode = fp_[replica][tile];
       if (mode.ieee()) {
@@ -748,10 +804,7 @@ private:
       gatherAndCompute(insts, 0, insts.size(), replica);
     }
     for (auto &inst : insts)
-      for (const auto &e : inst->plan->edges)
-        if (e.write)
-          for (std::size_t i = 0; i < e.parts.size(); ++i)
-            scatter(replica, e.parts[i], e.elemSize, inst->buffer.data() + e.partOffset[i]);
+      for (const auto &m : inst->scatters) move(m, false);
     for (unsigned tile : cg_->computeSets.at(cs).tiles) advanceGenerator(replica, tile);
   }
 
@@ -782,7 +835,6 @@ private:
     const bool toDevice = n.kind == Kind::CopyFromStream;
     const auto &t = impl(toDevice ? n.dst : n.src);
     const std::size_t es = t.type.size(), per = t.numElements * es;
-    std::vector<std::uint8_t> tmp(per);
     std::uint8_t *slot = nullptr;
     std::function<void(void *)> *cb = nullptr;
     if (c.begin) {
@@ -795,20 +847,22 @@ private:
       if (!cb)
         throw poplar::stream_connection_error(message("stream '", s.handle, "' has no callback for replica ", replica));
     }
+    if (slot) { // a connected buffer: straight between it and the variables
+      if (toDevice) scatter(replica, t.regions, es, slot);
+      else gather(replica, t.regions, es, slot);
+      return;
+    }
+    std::vector<std::uint8_t> tmp(per);
+    auto call = [&] {
+      std::lock_guard<std::mutex> lock(callbackMutex_);
+      (*cb)(tmp.data());
+    };
     if (toDevice) {
-      if (slot) std::memcpy(tmp.data(), slot, per);
-      else {
-        std::lock_guard<std::mutex> lock(callbackMutex_);
-        (*cb)(tmp.data());
-      }
+      call();
       scatter(replica, t.regions, es, tmp.data());
     } else {
       gather(replica, t.regions, es, tmp.data());
-      if (slot) std::memcpy(slot, tmp.data(), per);
-      else {
-        std::lock_guard<std::mutex> lock(callbackMutex_);
-        (*cb)(tmp.data());
-      }
+      call();
     }
   }
 
@@ -1044,84 +1098,6 @@ RemoteMemory &remoteMemory(EngineRuntime &rt) { return rt.remote(); }
 const LocalReplicas &localReplicasOf(EngineRuntime &rt) { return rt.local(); }
 EngineProfiler *runProfiler(EngineRuntime &rt) { return rt.timing(); }
 const GraphState &graphOf(EngineRuntime &rt) { return *rt.compiled().graph; }
-
-// --- ReplicaContext ----------------------------------------------------------------
-
-std::vector<std::uint8_t> ReplicaContext::readBytes(const poplar::Tensor &t) const {
-  const auto &p = impl(t);
-  const std::size_t es = p.type.size();
-  std::vector<std::uint8_t> out(p.numElements * es);
-  std::uint8_t *dst = out.data();
-  for (const auto &r : p.regions) {
-    std::memcpy(dst, varData(r.var) + r.begin * es, r.size() * es);
-    dst += r.size() * es;
-  }
-  return out;
-}
-
-void ReplicaContext::writeBytes(const poplar::Tensor &t, const std::uint8_t *src) const {
-  const auto &p = impl(t);
-  const std::size_t es = p.type.size();
-  for (const auto &r : p.regions) {
-    std::memcpy(varData(r.var) + r.begin * es, src, r.size() * es);
-    src += r.size() * es;
-  }
-}
-
-std::vector<double> ReplicaContext::read(const poplar::Tensor &t) const {
-  const auto &p = impl(t);
-  const auto bytes = readBytes(t);
-  const std::size_t es = p.type.size();
-  std::vector<double> out(p.numElements);
-  for (std::size_t i = 0; i < p.numElements; ++i) out[i] = loadElement(p.type.id(), bytes.data() + i * es);
-  return out;
-}
-
-void ReplicaContext::write(const poplar::Tensor &t, const std::vector<double> &values) const {
-  const auto &p = impl(t);
-  if (values.size() != p.numElements)
-    throw poplar::poplar_error(message("internal error: ", values.size(), " values for a tensor of ",
-                                       p.numElements, " elements"));
-  const std::size_t es = p.type.size();
-  std::vector<std::uint8_t> bytes(p.numElements * es);
-  const auto id = p.type.id();
-  Rounder r;
-  if ((id == poplar::Type::Id::HALF || id == poplar::Type::Id::FLOAT) && p.numElements > 0) r = rounder(t);
-  if (r.mode.ieee()) {
-    for (std::size_t i = 0; i < p.numElements; ++i) storeElement(id, bytes.data() + i * es, values[i]);
-  } else if (id == poplar::Type::Id::HALF) {
-    for (std::size_t i = 0; i < p.numElements; ++i) {
-      const std::uint16_t h = roundToHalfBits(values[i], r.mode, r.draw(i, kFinalRounding), r.flags);
-      std::memcpy(bytes.data() + i * es, &h, 2);
-    }
-  } else {
-    for (std::size_t i = 0; i < p.numElements; ++i) {
-      const float f = roundToFloat(values[i], r.flags);
-      std::memcpy(bytes.data() + i * es, &f, 4);
-    }
-  }
-  raised(r);
-  writeBytes(t, bytes.data());
-}
-
-unsigned ReplicaContext::tileOf(const poplar::Tensor &t) const {
-  const auto &p = impl(t);
-  if (p.regions.empty()) return 0;
-  const auto &v = p.graph->vars[p.regions[0].var];
-  if (p.regions[0].begin >= v.tile.size()) return 0;
-  const std::int32_t tile = v.tile[p.regions[0].begin];
-  return tile < 0 || static_cast<std::size_t>(tile) >= numTiles ? 0u : static_cast<unsigned>(tile);
-}
-
-Rounder ReplicaContext::rounder(const poplar::Tensor &out) const {
-  Rounder r;
-  if (fpModes == nullptr) return r;
-  r.tile = tileOf(out);
-  r.mode = fpModes[r.tile];
-  roundedTile = static_cast<int>(r.tile);
-  r.key = mix64(hwSeeds[r.tile] ^ stepKey);
-  return r;
-}
 
 std::string fpFlagNames(unsigned flags) {
   std::string out;

@@ -261,6 +261,12 @@ struct ReplicaContext {
   /// the tile of its first element rounds (IEEE to nearest even by default),
   /// integers by truncation with saturation.
   void write(const poplar::Tensor &t, const std::vector<double> &values) const;
+  /// The elements as floats into dst (tensor order), straight from the device bytes for float
+  /// and half (exact); other types through read().
+  void readFloats(const poplar::Tensor &t, float *dst) const;
+  /// Stores floats: a float tensor takes them as they are (no rounding can happen, so no flag
+  /// either); other types round through write().
+  void writeFloats(const poplar::Tensor &t, const float *v) const;
   /// Raw device bytes, in tensor order.
   std::vector<std::uint8_t> readBytes(const poplar::Tensor &t) const;
   void writeBytes(const poplar::Tensor &t, const std::uint8_t *bytes) const;

@@ -108,40 +108,6 @@ bool allFinite(const std::vector<double> &v) {
   return true;
 }
 
-/// The tensor's elements as floats into dst, straight from the device bytes for float and half
-/// (exact): the float-partials paths read their operands this way rather than through doubles.
-void readFloats(const ReplicaContext &ctx, const poplar::Tensor &t, float *dst) {
-  const auto id = t.elementType().id();
-  if (id != poplar::Type::Id::FLOAT && id != poplar::Type::Id::HALF) {
-    const auto d = ctx.read(t);
-    std::copy(d.begin(), d.end(), dst);
-    return;
-  }
-  for (const auto &r : poplar_host::impl(t).regions) {
-    if (id == poplar::Type::Id::FLOAT) {
-      std::memcpy(dst, ctx.varData(r.var) + r.begin * sizeof(float), r.size() * sizeof(float));
-    } else {
-      const std::uint8_t *src = ctx.varData(r.var) + r.begin * 2;
-      for (std::size_t i = 0; i < r.size(); ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = poplar_host::halfBitsToFloat(h);
-      }
-    }
-    dst += r.size();
-  }
-}
-
-/// Stores float sums: a float output takes them as they are (no rounding can happen, so no
-/// flag either); other types round through ReplicaContext::write.
-void writeFloats(const ReplicaContext &ctx, const poplar::Tensor &t, const float *v) {
-  if (t.elementType() != poplar::FLOAT) return ctx.write(t, std::vector<double>(v, v + t.numElements()));
-  for (const auto &r : poplar_host::impl(t).regions) {
-    std::memcpy(ctx.varData(r.var) + r.begin * sizeof(float), v, r.size() * sizeof(float));
-    v += r.size();
-  }
-}
-
 bool allFinite(const float *v, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
     if (!std::isfinite(v[i])) return false;
@@ -163,13 +129,13 @@ void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, con
     if (!halfSums) { // float32 through the blocked kernel (same sums, same order)
       poplar_host::ScratchLease scratch;
       float *af = scratch.get(0, G * m * kk), *bf = scratch.get(1, G * kk * n), *c = scratch.get(2, G * m * n);
-      readFloats(ctx, A, af);
-      readFloats(ctx, B, bf);
+      ctx.readFloats(A, af);
+      ctx.readFloats(B, bf);
       for (std::size_t g = 0; g < G; ++g)
         poplar_host::gemmF32(m, n, kk, af + g * m * kk, kk, bf + g * kk * n, n, c + g * m * n, n);
       sums.finish(c, G * m * n, allFinite(af, G * m * kk) && allFinite(bf, G * kk * n));
       ctx.raised(r);
-      if (!accumulate) return writeFloats(ctx, C, c);
+      if (!accumulate) return ctx.writeFloats(C, c);
       auto out = ctx.read(C);
       for (std::size_t e = 0; e < out.size(); ++e) out[e] += scale * c[e];
       return ctx.write(C, out);
@@ -657,12 +623,12 @@ poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const
       poplar_host::ScratchLease scratch;
       const std::size_t xn = in.numElements(), wn = weights.numElements(), yn = N * G * Co * outN;
       float *xf = scratch.get(0, xn), *wf = scratch.get(1, wn), *y = scratch.get(2, yn);
-      readFloats(ctx, in, xf);
-      readFloats(ctx, weights, wf);
+      ctx.readFloats(in, xf);
+      ctx.readFloats(weights, wf);
       poplar_host::convolutionF32(geo, xf, wf, y);
       sums.finish(y, yn, allFinite(xf, xn) && allFinite(wf, wn));
       ctx.raised(r);
-      return writeFloats(ctx, out, y);
+      return ctx.writeFloats(out, y);
     }
     const auto x = ctx.read(in), w = ctx.read(weights);
     std::vector<double> y(N * G * Co * outN, 0.0);
@@ -745,12 +711,12 @@ poplar::Tensor calculateWeightDeltas(poplar::Graph &graph, const poplar::Tensor 
       poplar_host::ScratchLease scratch;
       const std::size_t xn = activations.numElements(), zn = zDeltas.numElements();
       float *xf = scratch.get(0, xn), *zf = scratch.get(1, zn), *dw = scratch.get(2, wn);
-      readFloats(ctx, activations, xf);
-      readFloats(ctx, zDeltas, zf);
+      ctx.readFloats(activations, xf);
+      ctx.readFloats(zDeltas, zf);
       poplar_host::weightDeltasF32(geo, zf, xf, dw);
       sums.finish(dw, wn, allFinite(xf, xn) && allFinite(zf, zn));
       ctx.raised(r);
-      return writeFloats(ctx, out, dw);
+      return ctx.writeFloats(out, dw);
     }
     const auto x = ctx.read(activations), z = ctx.read(zDeltas);
     std::vector<double> dw(wn, 0.0);

@@ -3,6 +3,7 @@
 // sums and products accumulate in the type PopLibs accumulates in (one
 // rounding per step), everything else is computed exactly and rounded once
 // to the output type, as the tile of the output rounds.
+#include "gemm.hpp" // ScratchLease
 #include "internal.hpp"
 
 #include <popops/Cast.hpp>
@@ -16,8 +17,12 @@
 #include <poputil/exceptions.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+
+// a fused multiply-add would skip the rounding of SQUARE_ADD's product, which the numerics keep
+#pragma GCC optimize("fp-contract=off")
 
 using poplar_host::message;
 using poplar_host::ReplicaContext;
@@ -115,6 +120,50 @@ Accum accumulationType(const poplar::Type &in, const poplar::Type &out, Operatio
   return isHalf(inVertex) || isHalf(interTile) ? Accum::Half : Accum::Float;
 }
 
+/// acc[o] = the float ADD, SQUARE_ADD or MUL of x[inputs[o * k]], ..., x[inputs[o * k + k - 1]]
+/// in that order, each step rounded to float. Eight outputs advance together: their sums are
+/// independent, so the CPU overlaps them instead of waiting on one chain of additions.
+template <Operation Op>
+void reduceFloats(const float *x, const std::uint32_t *inputs, std::size_t k, std::size_t outN, float *acc) {
+  constexpr float start = Op == Operation::MUL ? 1.0f : 0.0f;
+  auto step = [](float a, float v) { return Op == Operation::ADD ? a + v : Op == Operation::SQUARE_ADD ? a + v * v : a * v; };
+  constexpr std::size_t B = 8;
+  std::size_t o = 0;
+  for (; o + B <= outN; o += B) {
+    float a[B];
+    for (std::size_t j = 0; j < B; ++j) a[j] = start;
+    for (std::size_t p = 0; p < k; ++p)
+      for (std::size_t j = 0; j < B; ++j) a[j] = step(a[j], x[inputs[(o + j) * k + p]]);
+    for (std::size_t j = 0; j < B; ++j) acc[o + j] = a[j];
+  }
+  for (; o < outN; ++o) {
+    float a = start;
+    for (std::size_t p = 0; p < k; ++p) a = step(a, x[inputs[o * k + p]]);
+    acc[o] = a;
+  }
+}
+
+/// A reduction's last steps: flags for the finished sums, the scale, the update, the output.
+void finishReduce(const ReplicaContext &ctx, poplar_host::Rounder &r, std::vector<double> &acc, bool finiteInput,
+                  Accum accum, const ReduceParams &params, const poplar::Tensor &out) {
+  if (accum != Accum::Exact) {
+    for (double a : acc) {
+      if (std::isnan(a)) r.flags |= poplar_host::kFpInvalid;
+      else if (std::isinf(a) && finiteInput && accum == Accum::Float) r.flags |= poplar_host::kFpOverflow;
+    }
+    ctx.raised(r);
+  }
+  if (params.useScale) {
+    const double s = ctx.read(params.scale)[0];
+    for (auto &a : acc) a *= s;
+  }
+  if (params.update) {
+    const auto prev = ctx.read(out);
+    for (std::size_t o = 0; o < acc.size(); ++o) acc[o] += prev[o];
+  }
+  ctx.write(out, acc);
+}
+
 void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, const poplar::Tensor &out,
                    const std::vector<std::size_t> &dims, const ReduceParams &params, const std::string &name,
                    const poplar::OptionFlags &options) {
@@ -132,10 +181,32 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
   const std::size_t outN = out.numElements();
   const Operation op = params.op;
   const Accum accum = accumulationType(in.elementType(), out.elementType(), op, options);
+  // for float steps: the inputs of each output in row-major order, perOutput of them
+  std::vector<std::uint32_t> inputsOf;
+  const std::size_t perOutput = outN == 0 ? 0 : map.size() / outN;
+  if (accum == Accum::Float) {
+    std::vector<std::size_t> next(outN);
+    for (std::size_t o = 0; o < outN; ++o) next[o] = o * perOutput;
+    inputsOf.resize(map.size());
+    for (std::size_t i = 0; i < map.size(); ++i) inputsOf[next[map[i]]++] = static_cast<std::uint32_t>(i);
+  }
   // Each output accumulates its inputs in row-major order, one rounding per step.
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
-    const auto x = ctx.read(in);
     poplar_host::Rounder r = ctx.rounder(out);
+    if (accum == Accum::Float) { // float steps on the floats themselves, without doubles
+      poplar_host::ScratchLease scratch;
+      const std::size_t n = in.numElements();
+      float *x = scratch.get(0, n), *acc = scratch.get(1, outN);
+      ctx.readFloats(in, x);
+      if (op == Operation::ADD) reduceFloats<Operation::ADD>(x, inputsOf.data(), perOutput, outN, acc);
+      else if (op == Operation::SQUARE_ADD) reduceFloats<Operation::SQUARE_ADD>(x, inputsOf.data(), perOutput, outN, acc);
+      else reduceFloats<Operation::MUL>(x, inputsOf.data(), perOutput, outN, acc);
+      bool finiteInput = true;
+      for (std::size_t i = 0; i < n && finiteInput; ++i) finiteInput = std::isfinite(x[i]);
+      std::vector<double> sums(acc, acc + outN);
+      return finishReduce(ctx, r, sums, finiteInput, accum, params, out);
+    }
+    const auto x = ctx.read(in);
     std::vector<double> acc(outN);
     const double inf = std::numeric_limits<double>::infinity();
     switch (op) {
@@ -178,24 +249,10 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
       for (std::size_t o = 0; o < outN; ++o)
         if (std::isfinite(acc[o])) acc[o] += std::log(sum[o]);
     }
-    if (accum != Accum::Exact) {
-      bool finiteInput = true;
+    bool finiteInput = true;
+    if (accum != Accum::Exact)
       for (double v : x) finiteInput = finiteInput && std::isfinite(v);
-      for (double a : acc) {
-        if (std::isnan(a)) r.flags |= poplar_host::kFpInvalid;
-        else if (std::isinf(a) && finiteInput && accum == Accum::Float) r.flags |= poplar_host::kFpOverflow;
-      }
-      ctx.raised(r);
-    }
-    if (params.useScale) {
-      const double s = ctx.read(params.scale)[0];
-      for (auto &a : acc) a *= s;
-    }
-    if (params.update) {
-      const auto prev = ctx.read(out);
-      for (std::size_t o = 0; o < outN; ++o) acc[o] += prev[o];
-    }
-    ctx.write(out, acc);
+    finishReduce(ctx, r, acc, finiteInput, accum, params, out);
   }, {in, out, params.useScale ? params.scale : poplar::Tensor()});
 }
 

@@ -178,10 +178,20 @@ int main() {
     poplin::matMulAcc(h.g, acc, 2.0f, A, B, h.prog, "acc");
     h.out("acc", acc);
     h.out("sum", popops::reduce(h.g, A.flatten(), FLOAT, {0}, popops::Operation::ADD, h.prog, "sum"));
+    // nine outputs at once, each summing 1e8, -1e8, 1 in row-major order of its inputs (1 in
+    // that order, 0 in reverse or with the 1 second): down the columns of [3][9] (reducing
+    // dim 0) and along the rows of [9][3] (dim 1)
+    std::vector<float> cols, rows;
+    for (float v : {1e8f, -1e8f, 1.0f}) cols.insert(cols.end(), 9, v);
+    for (int i = 0; i < 9; ++i) rows.insert(rows.end(), {1e8f, -1e8f, 1.0f});
+    h.out("cols", popops::reduce(h.g, h.in(FLOAT, {3, 9}, cols), FLOAT, {0}, popops::Operation::ADD, h.prog, "cols"));
+    h.out("rows", popops::reduce(h.g, h.in(FLOAT, {9, 3}, rows), FLOAT, {1}, popops::Operation::ADD, h.prog, "rows"));
     auto r = runOnce(h, device);
     CHECK_EQ(r["mm"][0], 0.0);
     CHECK_EQ(r["acc"][0], 0.5);
     CHECK_EQ(r["sum"][0], 0.0);
+    CHECK(r["cols"] == std::vector<double>(9, 1.0));
+    CHECK(r["rows"] == std::vector<double>(9, 1.0));
   }
 
   { // convolution: a 1x1 kernel over 3000 input channels of ones.

@@ -1,0 +1,137 @@
+// ReplicaContext: how PopLibs steps computed on the host read and write one replica's device
+// memory (see internal.hpp).
+#include "internal.hpp"
+
+#include <poplar/exceptions.hpp>
+
+#include <cstring>
+
+namespace poplar_host {
+
+std::vector<std::uint8_t> ReplicaContext::readBytes(const poplar::Tensor &t) const {
+  const auto &p = impl(t);
+  const std::size_t es = p.type.size();
+  std::vector<std::uint8_t> out(p.numElements * es);
+  std::uint8_t *dst = out.data();
+  for (const auto &r : p.regions) {
+    std::memcpy(dst, varData(r.var) + r.begin * es, r.size() * es);
+    dst += r.size() * es;
+  }
+  return out;
+}
+
+void ReplicaContext::writeBytes(const poplar::Tensor &t, const std::uint8_t *src) const {
+  const auto &p = impl(t);
+  const std::size_t es = p.type.size();
+  for (const auto &r : p.regions) {
+    std::memcpy(varData(r.var) + r.begin * es, src, r.size() * es);
+    src += r.size() * es;
+  }
+}
+
+std::vector<double> ReplicaContext::read(const poplar::Tensor &t) const {
+  const auto &p = impl(t);
+  std::vector<double> out(p.numElements);
+  if (p.type.id() == poplar::Type::Id::FLOAT) { // straight from the variables, no byte copy
+    double *dst = out.data();
+    for (const auto &r : p.regions) {
+      const std::uint8_t *src = varData(r.var) + r.begin * sizeof(float);
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        float f;
+        std::memcpy(&f, src + i * sizeof(float), sizeof f);
+        dst[i] = f;
+      }
+      dst += r.size();
+    }
+    return out;
+  }
+  const auto bytes = readBytes(t);
+  const std::size_t es = p.type.size();
+  for (std::size_t i = 0; i < p.numElements; ++i) out[i] = loadElement(p.type.id(), bytes.data() + i * es);
+  return out;
+}
+
+void ReplicaContext::write(const poplar::Tensor &t, const std::vector<double> &values) const {
+  const auto &p = impl(t);
+  if (values.size() != p.numElements)
+    throw poplar::poplar_error(message("internal error: ", values.size(), " values for a tensor of ",
+                                       p.numElements, " elements"));
+  const std::size_t es = p.type.size();
+  std::vector<std::uint8_t> bytes(p.numElements * es);
+  const auto id = p.type.id();
+  Rounder r;
+  if ((id == poplar::Type::Id::HALF || id == poplar::Type::Id::FLOAT) && p.numElements > 0) r = rounder(t);
+  if (r.mode.ieee() && id == poplar::Type::Id::FLOAT) {
+    for (std::size_t i = 0; i < p.numElements; ++i) {
+      const float f = static_cast<float>(values[i]);
+      std::memcpy(bytes.data() + i * sizeof f, &f, sizeof f);
+    }
+  } else if (r.mode.ieee()) {
+    for (std::size_t i = 0; i < p.numElements; ++i) storeElement(id, bytes.data() + i * es, values[i]);
+  } else if (id == poplar::Type::Id::HALF) {
+    for (std::size_t i = 0; i < p.numElements; ++i) {
+      const std::uint16_t h = roundToHalfBits(values[i], r.mode, r.draw(i, kFinalRounding), r.flags);
+      std::memcpy(bytes.data() + i * es, &h, 2);
+    }
+  } else {
+    for (std::size_t i = 0; i < p.numElements; ++i) {
+      const float f = roundToFloat(values[i], r.flags);
+      std::memcpy(bytes.data() + i * es, &f, 4);
+    }
+  }
+  raised(r);
+  writeBytes(t, bytes.data());
+}
+
+unsigned ReplicaContext::tileOf(const poplar::Tensor &t) const {
+  const auto &p = impl(t);
+  if (p.regions.empty()) return 0;
+  const auto &v = p.graph->vars[p.regions[0].var];
+  if (p.regions[0].begin >= v.tile.size()) return 0;
+  const std::int32_t tile = v.tile[p.regions[0].begin];
+  return tile < 0 || static_cast<std::size_t>(tile) >= numTiles ? 0u : static_cast<unsigned>(tile);
+}
+
+Rounder ReplicaContext::rounder(const poplar::Tensor &out) const {
+  Rounder r;
+  if (fpModes == nullptr) return r;
+  r.tile = tileOf(out);
+  r.mode = fpModes[r.tile];
+  roundedTile = static_cast<int>(r.tile);
+  r.key = mix64(hwSeeds[r.tile] ^ stepKey);
+  return r;
+}
+
+void ReplicaContext::readFloats(const poplar::Tensor &t, float *dst) const {
+  const auto &p = impl(t);
+  const auto id = p.type.id();
+  if (id != poplar::Type::Id::FLOAT && id != poplar::Type::Id::HALF) {
+    const auto d = read(t);
+    std::copy(d.begin(), d.end(), dst);
+    return;
+  }
+  for (const auto &r : p.regions) {
+    if (id == poplar::Type::Id::FLOAT) {
+      std::memcpy(dst, varData(r.var) + r.begin * sizeof(float), r.size() * sizeof(float));
+    } else {
+      const std::uint8_t *src = varData(r.var) + r.begin * 2;
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = halfBitsToFloat(h);
+      }
+    }
+    dst += r.size();
+  }
+}
+
+void ReplicaContext::writeFloats(const poplar::Tensor &t, const float *v) const {
+  const auto &p = impl(t);
+  if (p.type != poplar::FLOAT) return write(t, std::vector<double>(v, v + p.numElements));
+  for (const auto &r : p.regions) {
+    std::memcpy(varData(r.var) + r.begin * sizeof(float), v, r.size() * sizeof(float));
+    v += r.size();
+  }
+}
+
+} // namespace poplar_host
