@@ -32,6 +32,19 @@ poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::
   return t;
 }
 
+void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const std::string &vertex,
+                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement) {
+  forEachRegion(g, over, [&](unsigned tile, std::size_t b, std::size_t e) {
+    poplar::VertexRef v = g.addVertex(cs, vertex);
+    for (const RegionField &f : fields) {
+      g.connect(v[f.name], f.whole ? f.t : f.t.slice(b, e));
+      if (f.mapHere) g.setTileMapping(f.t.slice(b, e), tile);
+    }
+    g.setTileMapping(v, tile);
+    setCycles(g, v, e - b, cyclesPerElement);
+  });
+}
+
 namespace {
 std::size_t elementsOf(const std::vector<std::size_t> &shape) {
   std::size_t n = 1;

@@ -96,6 +96,21 @@ template <typename F> void forEachRegion(poplar::Graph &g, const poplar::Tensor 
 // cost plus perElement cycles per element, shared by the six workers of the tile.
 void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsigned perElement);
 
+// A field of the vertices addRegionVertices adds: connected to each region's slice of t, or to t
+// whole (a scalar); an output made unmapped is mapped region by region to its vertex's tile.
+struct RegionField {
+  const char *name;
+  poplar::Tensor t;
+  bool whole = false;
+  bool mapHere = false;
+};
+
+// The element-wise pattern: one vertex of class `vertex` per contiguous region of flat tensor
+// `over` on each tile, on that tile, with setCycles' estimate for cyclesPerElement. (A function
+// of the library rather than a loop in each program: generated programs compile faster.)
+void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const std::string &vertex,
+                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement);
+
 // A state or input tensor as a program's declare() lists it: spread linearly over the tiles of
 // its IPU in whole grains from tile `offset` on, unless a PopLibs creation function made it.
 struct TensorSpec {

@@ -95,21 +95,13 @@ poplar::program::Sequence graph_stepBuild(Device &d) {
   poplar::Tensor f4 = broadcastTo(d.state[1].reshape({1, 4, 1, 1}), {2, 4, 6, 6}).flatten();
   poplar::Tensor f5 = t3.flatten();
   poplar::ComputeSet cs0 = d.graph.addComputeSet("conv_bias");
-  forEachRegion(d.ipu[0], f5, [&](unsigned tile, std::size_t b, std::size_t e) {
-    poplar::VertexRef v = d.ipu[0].addVertex(cs0, "tg::Fused0<float>", {{"in0", f3.slice(b, e)}, {"in1", f4.slice(b, e)}, {"out0", f5.slice(b, e)}});
-    d.ipu[0].setTileMapping(v, tile);
-    setCycles(d.ipu[0], v, e - b, 1);
-  });
+  addRegionVertices(d.ipu[0], cs0, "tg::Fused0<float>", f5, {{"in0", f3}, {"in1", f4}, {"out0", f5}}, 1);
   // fused: %4=relu  conv.tg:4:5
   poplar::Tensor t4 = d.ipu[0].clone(poplar::FLOAT, t3, "relu%4");
   poplar::Tensor f6 = t3.flatten();
   poplar::Tensor f7 = t4.flatten();
   poplar::ComputeSet cs1 = d.graph.addComputeSet("fused_relu");
-  forEachRegion(d.ipu[0], f7, [&](unsigned tile, std::size_t b, std::size_t e) {
-    poplar::VertexRef v = d.ipu[0].addVertex(cs1, "tg::Fused1<float>", {{"in0", f6.slice(b, e)}, {"out0", f7.slice(b, e)}});
-    d.ipu[0].setTileMapping(v, tile);
-    setCycles(d.ipu[0], v, e - b, 1);
-  });
+  addRegionVertices(d.ipu[0], cs1, "tg::Fused1<float>", f7, {{"in0", f6}, {"out0", f7}}, 1);
   // %5 = maxpool2d(%4)  conv.tg:5:5
   poplar::Tensor t5 = newTensor(d.ipu[0], poplar::FLOAT, {2, 4, 3, 3}, 2, 32, 3, "maxpool2d%5");
   poplar::Tensor f8 = t4.reshape({8, 36});
@@ -148,11 +140,7 @@ poplar::program::Sequence graph_stepBuild(Device &d) {
   poplar::Tensor f14 = scalarOf(r13);
   poplar::Tensor f15 = t9.flatten();
   poplar::ComputeSet cs4 = d.graph.addComputeSet("mean");
-  forEachRegion(d.ipu[0], f15, [&](unsigned tile, std::size_t b, std::size_t e) {
-    poplar::VertexRef v = d.ipu[0].addVertex(cs4, "tg::Fused2<float>", {{"in0", f14}, {"out0", f15.slice(b, e)}});
-    d.ipu[0].setTileMapping(v, tile);
-    setCycles(d.ipu[0], v, e - b, 1);
-  });
+  addRegionVertices(d.ipu[0], cs4, "tg::Fused2<float>", f15, {{"in0", f14, true}, {"out0", f15}}, 1);
   // fused: %12=mul %13=add  conv.tg:6:5
   poplar::Tensor t13 = d.ipu[0].clone(poplar::FLOAT, d.state[0], "add%13");
   poplar::Tensor f16 = d.state[0].flatten();
@@ -160,11 +148,7 @@ poplar::program::Sequence graph_stepBuild(Device &d) {
   poplar::Tensor f18 = d.state[2].flatten();
   poplar::Tensor f19 = t13.flatten();
   poplar::ComputeSet cs5 = d.graph.addComputeSet("fused_mul");
-  forEachRegion(d.ipu[0], f19, [&](unsigned tile, std::size_t b, std::size_t e) {
-    poplar::VertexRef v = d.ipu[0].addVertex(cs5, "tg::Fused3<float>", {{"in0", f16.slice(b, e)}, {"in1", f17}, {"in2", f18.slice(b, e)}, {"out0", f19.slice(b, e)}});
-    d.ipu[0].setTileMapping(v, tile);
-    setCycles(d.ipu[0], v, e - b, 2);
-  });
+  addRegionVertices(d.ipu[0], cs5, "tg::Fused3<float>", f19, {{"in0", f16}, {"in1", f17, true}, {"in2", f18}, {"out0", f19}}, 2);
   prog.add(poplar::program::Execute(cs4));
   prog.add(poplar::program::Execute(cs5));
   // assign conv.weight.accum
@@ -185,11 +169,7 @@ poplar::program::Sequence graph_updateBuild(Device &d) {
   poplar::Tensor f1 = d.state[0].flatten();
   poplar::Tensor f2 = t4.flatten();
   poplar::ComputeSet cs0 = d.graph.addComputeSet("fused_mul");
-  forEachRegion(d.ipu[0], f2, [&](unsigned tile, std::size_t b, std::size_t e) {
-    poplar::VertexRef v = d.ipu[0].addVertex(cs0, "tg::Fused4<float>", {{"in0", f0.slice(b, e)}, {"in2", f1.slice(b, e)}, {"out0", f2.slice(b, e)}});
-    d.ipu[0].setTileMapping(v, tile);
-    setCycles(d.ipu[0], v, e - b, 2);
-  });
+  addRegionVertices(d.ipu[0], cs0, "tg::Fused4<float>", f2, {{"in0", f0}, {"in2", f1}, {"out0", f2}}, 2);
   // %6 = expand(%5)  conv.tg:9:1
   poplar::Tensor c3 = d.ipu[0].addConstant<float>(poplar::FLOAT, {1}, 0.0f, "const");
   d.ipu[0].setTileMapping(c3, 0);

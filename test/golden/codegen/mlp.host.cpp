@@ -91,11 +91,7 @@ poplar::program::Sequence graph_forwardBuild(Device &d) {
   poplar::Tensor f4 = broadcastTo(d.state[1], {4, 16}).flatten();
   poplar::Tensor f5 = t6.flatten();
   poplar::ComputeSet cs0 = d.graph.addComputeSet("fused_add");
-  forEachRegion(d.ipu[0], f5, [&](unsigned tile, std::size_t b, std::size_t e) {
-    poplar::VertexRef v = d.ipu[0].addVertex(cs0, "tg::Fused0<float>", {{"in0", f3.slice(b, e)}, {"in1", f4.slice(b, e)}, {"out0", f5.slice(b, e)}});
-    d.ipu[0].setTileMapping(v, tile);
-    setCycles(d.ipu[0], v, e - b, 2);
-  });
+  addRegionVertices(d.ipu[0], cs0, "tg::Fused0<float>", f5, {{"in0", f3}, {"in1", f4}, {"out0", f5}}, 2);
   prog.add(poplar::program::Execute(cs0));
   // %7 = matmul(%6, %3)  mlp.tg:6:7
   poplar::Tensor a6 = t6;
@@ -108,11 +104,7 @@ poplar::program::Sequence graph_forwardBuild(Device &d) {
   poplar::Tensor f10 = r9.flatten();
   poplar::Tensor f11 = t8.flatten();
   poplar::ComputeSet cs1 = d.graph.addComputeSet("mean");
-  forEachRegion(d.ipu[0], f11, [&](unsigned tile, std::size_t b, std::size_t e) {
-    poplar::VertexRef v = d.ipu[0].addVertex(cs1, "tg::Fused1<float>", {{"in0", f10.slice(b, e)}, {"out0", f11.slice(b, e)}});
-    d.ipu[0].setTileMapping(v, tile);
-    setCycles(d.ipu[0], v, e - b, 1);
-  });
+  addRegionVertices(d.ipu[0], cs1, "tg::Fused1<float>", f11, {{"in0", f10}, {"out0", f11}}, 1);
   // %9 = argmax(%7)  mlp.tg:6:7
   poplar::Tensor t9 = newTensor(d.ipu[0], poplar::INT, {4}, 2, 32, 2, "argmax%9");
   poplar::Tensor f12 = t7.dimShuffle({0, 1}).reshape({4, 3});

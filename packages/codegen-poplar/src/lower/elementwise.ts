@@ -332,18 +332,11 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     return local;
   });
   const cs = e.computeSet(spec.label, spec.outputs.map((o) => e.bufferNamed(o.tensor)));
-  const conn = [
-    ...connections.map((c, i) => `{"${c.field}", ${c.scalar ? flat[i]! : `${flat[i]!}.slice(b, e)`}}`),
-    ...outFlat.map((f, m) => `{"out${m}", ${f}.slice(b, e)}`),
+  const connected = [
+    ...connections.map((c, i) => (c.scalar ? `{"${c.field}", ${flat[i]!}, true}` : `{"${c.field}", ${flat[i]!}}`)),
+    ...outFlat.map((f, m) => (spec.outputs[m]!.mapHere ? `{"out${m}", ${f}, false, true}` : `{"out${m}", ${f}}`)),
   ];
-  e.emit(`forEachRegion(${g}, ${outFlat[0]!}, [&](unsigned tile, std::size_t b, std::size_t e) {`);
-  e.emit(`  poplar::VertexRef v = ${g}.addVertex(${cs}, "${vertex}", {${conn.join(', ')}});`);
-  e.emit(`  ${g}.setTileMapping(v, tile);`);
-  e.emit(`  setCycles(${g}, v, e - b, ${Math.max(1, spec.nodes.length)});`);
-  spec.outputs.forEach((o, m) => {
-    if (o.mapHere) e.emit(`  ${g}.setTileMapping(${outFlat[m]!}.slice(b, e), tile);`);
-  });
-  e.emit('});');
+  e.emit(`addRegionVertices(${g}, ${cs}, "${vertex}", ${outFlat[0]!}, {${connected.join(', ')}}, ${Math.max(1, spec.nodes.length)});`);
   e.execute(cs);
   // the vertices sit on the tiles of the first output; each holds a word of its own and, per
   // field, a pointer (scalar) or a pointer and a size (vector)
