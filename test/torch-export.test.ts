@@ -13,12 +13,18 @@ import { CompiledBackend, runGraph } from '@tilegraph/runtime';
  * python3-torch) at opsets 9, 13 and 17 — convolutions in 1-D and 2-D, batch norm, nearest
  * up-sampling (Upsample at opset 9, Resize after), max and adaptive average pooling, GELU, layer
  * norm, softmax, clip: tilegraph's import, run by the reference interpreter and on the emulated
- * IPU, gives what onnxruntime-node gives for the same file and what PyTorch computed.
+ * IPU, gives what onnxruntime-node gives for the same file and what PyTorch computed; and a 3-D
+ * convolution (strided, dilated, padded, grouped), which the importer builds from 2-D ones.
  */
 
 jest.setTimeout(10 * 60 * 1000);
 const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/torch-export');
-const expected = JSON.parse(fs.readFileSync(path.join(DIR, 'net.json'), 'utf8')) as { x: { shape: number[]; data: number[] }; y: { shape: number[]; data: number[] } };
+interface Expected {
+  x: { shape: number[]; data: number[] };
+  y: { shape: number[]; data: number[] };
+}
+const load = (name: string) => JSON.parse(fs.readFileSync(path.join(DIR, `${name}.json`), 'utf8')) as Expected;
+const expected = load('net');
 const x = Tensor.from('float32', expected.x.shape, expected.x.data);
 
 function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -29,8 +35,8 @@ function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
 }
 
 /** onnxruntime-node's output `y` for the fixture's input (in a child process: see support/ort-run.mjs). */
-function onnxruntime(file: string): number[] {
-  const input = JSON.stringify({ file, inputs: { x: expected.x } });
+function onnxruntime(file: string, fixture: Expected = expected): number[] {
+  const input = JSON.stringify({ file, inputs: { x: fixture.x } });
   const out = execFileSync(process.execPath, [path.resolve(DIR, '../../support/ort-run.mjs')], { input, encoding: 'utf8' });
   return (JSON.parse(out) as Record<string, { data: number[] }>)['y']!.data;
 }
@@ -56,6 +62,25 @@ it('the opset-13 export runs on the emulated IPU as onnxruntime-node does', () =
   try {
     const y = backend.run({ x: [x] })['y']![0]!;
     expect(maxDiff(y.data, onnxruntime(file))).toBeLessThan(1e-5);
+  } finally {
+    backend.dispose();
+  }
+});
+
+it('a 3-D convolution exported by PyTorch runs as onnxruntime-node and PyTorch do, and on the emulated IPU', () => {
+  const file = path.join(DIR, 'net3d_opset13.onnx');
+  const fixture = load('net3d');
+  const x3 = Tensor.from('float32', fixture.x.shape, fixture.x.data);
+  const { graph } = importOnnxFile(file);
+  const y = runGraph(graph, { x: x3 }).outputs['y']!;
+  expect([...y.shape]).toEqual(fixture.y.shape);
+  const peer = onnxruntime(file, fixture);
+  expect(maxDiff(y.data, peer)).toBeLessThan(1e-5);
+  expect(maxDiff(y.data, fixture.y.data)).toBeLessThan(1e-5);
+  const module = buildInferenceModule(graph, { deviceIterations: 1, replicationFactor: 1, gradientAccumulation: 1, reduction: 'mean', recomputation: 'none' });
+  const backend = CompiledBackend.compile(module, { showProgress: false });
+  try {
+    expect(maxDiff(backend.run({ x: [x3] })['y']![0]!.data, peer)).toBeLessThan(1e-5);
   } finally {
     backend.dispose();
   }

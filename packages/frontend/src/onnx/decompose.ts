@@ -682,16 +682,46 @@ export function conv(c: NodeContext): Value {
   const w = c.input(1);
   const b = c.optInput(2);
   const r = rankOf(x);
-  if (r !== 3 && r !== 4) c.unsupported(`${r - 2}-D convolution is not supported (the IR has 1-D via 2-D and 2-D convolution)`);
+  if (r < 3 || r > 5) c.unsupported(`${r - 2}-D convolution is not supported (1-D, 2-D and 3-D are)`);
   if (rankOf(w) !== r) c.fail(`weights have rank ${rankOf(w)} but the input has rank ${r}`);
   const spatial = shapeOf(x).slice(2);
   const kernel = c.has('kernel_shape') ? c.ints('kernel_shape') : shapeOf(w).slice(2);
-  const win = window2D(windowOf(c, spatial, kernel, true));
   const groups = c.int('group', 1);
+  if (r === 5) return conv3d(c, x, w, b, windowOf(c, spatial, kernel, true), groups);
+  const win = window2D(windowOf(c, spatial, kernel, true));
   const x2 = r === 3 ? e.op('unsqueeze', [x], { axes: [2] }) : x;
   const w2 = r === 3 ? e.op('unsqueeze', [w], { axes: [2] }) : w;
   const y = e.op('conv2d', b ? [x2, w2, b] : [x2, w2], { strides: win.strides, pads: win.pads, dilations: win.dilations, groups });
   return r === 3 ? e.op('squeeze', [y], { axes: [2] }) : y;
+}
+
+/**
+ * A 3-D convolution as 2-D ones: for each depth tap kd of the kernel, the input's depth slices
+ * that tap reads (padded, strided, dilated) become a batch of images convolved with the kernel's
+ * plane kd, and the taps' results are summed. Gradients and the Poplar lowering are conv2d's.
+ */
+function conv3d(c: NodeContext, x: Value, w: Value, b: Value | undefined, win: Window, groups: number): Value {
+  const e = c.e;
+  const [n, ch, depth, h, wd] = shapeOf(x) as [number, number, number, number, number];
+  const m = shapeOf(w)[0]!;
+  const [kd, sd, dd] = [win.kernel[0]!, win.strides[0]!, win.dilations[0]!];
+  const [padBegin, padEnd] = [win.pads[0]!, win.pads[3]!];
+  const od = Math.floor((depth + padBegin + padEnd - (kd - 1) * dd - 1) / sd) + 1;
+  if (od < 1) c.fail(`the kernel's depth (${kd}, dilation ${dd}) is larger than the padded input's (${depth + padBegin + padEnd})`);
+  const padded = padBegin || padEnd ? e.op('pad', [x], { pads: [0, 0, padBegin, 0, 0, 0, 0, padEnd, 0, 0] }) : x;
+  let sum: Value | undefined;
+  for (let t = 0; t < kd; t++) {
+    // the depth slices tap t reads, one image each: [n, od, ch, h, w] -> [n * od, ch, h, w]
+    const from = t * dd;
+    const taken = e.op('slice', [padded], { starts: [from], ends: [from + (od - 1) * sd + 1], axes: [2], steps: [sd] });
+    const images = e.op('reshape', [e.op('transpose', [taken], { perm: [0, 2, 1, 3, 4] })], { shape: [n * od, ch, h, wd] });
+    const plane = e.op('squeeze', [e.op('slice', [w], { starts: [t], ends: [t + 1], axes: [2] })], { axes: [2] });
+    const y = e.op('conv2d', [images, plane], { strides: win.strides.slice(1), pads: [win.pads[1]!, win.pads[2]!, win.pads[4]!, win.pads[5]!], dilations: win.dilations.slice(1), groups });
+    sum = sum ? e.op('add', [sum, y]) : y;
+  }
+  const [oh, ow] = shapeOf(sum!).slice(2) as [number, number];
+  const y = e.op('transpose', [e.op('reshape', [sum!], { shape: [n, od, m, oh, ow] })], { perm: [0, 2, 1, 3, 4] });
+  return b ? e.op('add', [y, e.op('reshape', [b], { shape: [m, 1, 1, 1] })]) : y;
 }
 
 export function pool(c: NodeContext, kind: 'max' | 'avg'): Value | Value[] {
