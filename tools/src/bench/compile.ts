@@ -1,131 +1,153 @@
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { listCache } from '@tilegraph/runtime';
 import { BenchRow } from '../report/bench-results.js';
+import { CompilePhases, CompileRequest, compileInChild } from './compile-child.js';
 import { measureImport } from './import.js';
 import { BERT_BASE, writeTransformerOnnx } from './make-transformer.js';
 import { BenchContext, BenchOutput, PeerInput, computedRow, measuredRow, onnxruntimeVersion } from './results.js';
 
 /**
- * Compile benchmark: `tilegraph compile MODEL -o FILE` as a user runs it (a fresh process: import,
- * passes, C++ generation and the C++ build for the emulated IPU), with an executable cache that
- * holds the libraries built once per toolchain (poplar-host, the host support library) but no
- * executable, beside onnxruntime-node's
- * InferenceSession.create on the same ONNX file in a fresh process. The two take turns. The
- * size of the generated host program is reported for encoders of two depths (it should grow
- * with the number of distinct layers, not their count).
+ * Compile benchmark: the steps of `tilegraph compile -o` (model file to graph, passes, C++
+ * generation, the C++ build for the emulated IPU, export) in a fresh process, each timed, beside
+ * onnxruntime-node's InferenceSession.create in a fresh process. Every compile gets a cache folder
+ * of its own holding the libraries built once per toolchain (poplar-host, the host support
+ * library) and no executable: copies of the entries of a seed cache, built first by compiling a
+ * small model of the same kind. The compiles and the session creates take turns.
+ *
+ * Cases: examples/mlp.tg trained with SGD (and the oracle MLP and CNN ONNX files for inference,
+ * the same file for both); examples/bert.tg (BERT-base-shaped, 12 layers on 4 IPUs) trained with
+ * Adam beside onnxruntime on an ONNX encoder of the same layers, for inference.
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(here, '../../..');
-const CLI = path.join(ROOT, 'tools/dist/cli.js');
 const ORACLES = path.resolve(ROOT, '../shared/oracles');
+const BERT = path.join(ROOT, 'examples/bert.tg');
 const BENCH = 'compile';
 const TILEGRAPH = 'tilegraph compile -o';
 const ORT = 'onnxruntime InferenceSession.create';
+/** BERT builds take minutes on a small machine: fewer repetitions unless --repeat says otherwise. */
+const BERT_REPEAT = 3;
+const LIBRARY = /^(poplar-host|tilegraph-host)-/;
 
 interface Case {
   readonly name: string;
-  readonly file: string;
-  readonly args: readonly string[];
+  readonly req: Omit<CompileRequest, 'out'>;
+  /** A small model whose compile builds the same libraries (the seed of the caches). */
+  readonly seed: Omit<CompileRequest, 'out'>;
   /** The ONNX file onnxruntime loads, or why there is none. */
   readonly peer: { file: string } | { unavailable: string };
+  readonly repeat: number;
+  /** Every phase as a row, or the C++ build alone. */
+  readonly phases: 'all' | 'build';
 }
 
-interface CompileRun {
-  /** Wall time of the whole command (ms). */
-  ms: number;
-  /** The C++ build's share, as the command reports it (ms). */
-  buildMs: number;
+const PHASES: [keyof CompilePhases, string][] = [
+  ['loadMs', 'model file to graph'],
+  ['passesMs', 'passes'],
+  ['generateMs', 'C++ generation'],
+  ['buildMs', 'C++ build'],
+  ['exportMs', 'export'],
+];
+
+const totalMs = (p: CompilePhases) => p.loadMs + p.passesMs + p.generateMs + p.buildMs + p.exportMs;
+
+/** The library entries of the seed cache, copied into a new cache folder under `home` and checked once there (not measured). */
+function freshCache(seedHome: string, home: string): void {
+  const seed = path.join(seedHome, 'tilegraph');
+  const dir = path.join(home, 'tilegraph');
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const e of fs.readdirSync(seed)) if (LIBRARY.test(e)) fs.cpSync(path.join(seed, e), path.join(dir, e), { recursive: true, preserveTimestamps: true });
+  // a check reads every byte once and records the files' signature, as the first use of a library does
+  const bad = listCache(dir).filter((e) => !e.valid);
+  if (bad.length) throw new Error(`the copied cache entry ${bad[0]!.name} is not usable: ${bad[0]!.problem}`);
 }
 
-/** Removes the executables from the cache, keeping the libraries built once per toolchain (poplar-host, the host support library). */
-function dropExecutables(cacheHome: string): void {
-  const dir = path.join(cacheHome, 'tilegraph');
-  if (!fs.existsSync(dir)) return;
-  for (const e of fs.readdirSync(dir)) if (!e.startsWith('poplar-host-') && !e.startsWith('tilegraph-host-')) fs.rmSync(path.join(dir, e), { recursive: true, force: true });
-}
-
-function cli(args: readonly string[], cacheHome: string): { ms: number; stdout: string } {
-  const t0 = performance.now();
-  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, XDG_CACHE_HOME: cacheHome } });
-  const ms = performance.now() - t0;
-  if (r.status !== 0) throw new Error(`tilegraph ${args.join(' ')} failed (exit ${r.status}): ${(r.stderr || r.stdout).trim().split('\n').slice(-5).join('\n')}`);
-  return { ms, stdout: r.stdout };
-}
-
-function compileOnce(c: Case, cacheHome: string, out: string): CompileRun {
-  dropExecutables(cacheHome);
-  const { ms, stdout } = cli(['compile', c.file, ...c.args, '-o', out, '--json', '--no-progress'], cacheHome);
-  const doc = JSON.parse(stdout.trim().split('\n').pop()!) as { executable: { seconds: number; cache: string } };
-  if (doc.executable.cache !== 'miss') throw new Error(`${c.name}: expected a fresh build, the executable cache said ${doc.executable.cache}`);
-  return { ms, buildMs: doc.executable.seconds * 1000 };
-}
-
-function hostBytes(file: string, args: readonly string[], cacheHome: string, dir: string): number {
-  fs.rmSync(dir, { recursive: true, force: true });
-  cli(['compile', file, ...args, '--emit-cpp', dir], cacheHome);
-  return fs.statSync(path.join(dir, 'host.cpp')).size;
-}
+const libraries = (home: string) => new Set(fs.readdirSync(path.join(home, 'tilegraph')).filter((e) => LIBRARY.test(e)));
 
 export async function benchCompile(ctx: BenchContext): Promise<BenchOutput> {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-bench-compile-'));
-  const cacheHome = path.join(tmp, 'cache');
-  fs.mkdirSync(cacheHome, { mode: 0o700 });
+  const seedHome = path.join(tmp, 'seed');
+  fs.mkdirSync(seedHome, { mode: 0o700 });
   const written: string[] = [];
-  const onnx = (n: number) => {
-    const f = writeTransformerOnnx({ ...BERT_BASE, layers: n });
-    written.push(path.dirname(f));
-    return f;
-  };
   try {
     const layers = ctx.quick ? 2 : BERT_BASE.layers;
-    const encoder = onnx(layers);
+    const ipus = ctx.quick ? 2 : 4;
+    const encoder = writeTransformerOnnx({ ...BERT_BASE, layers });
+    written.push(path.dirname(encoder));
     const oracle = (f: string): Case['peer'] => (fs.existsSync(path.join(ORACLES, f)) ? { file: path.join(ORACLES, f) } : { unavailable: `${f} is not at ${ORACLES}` });
+    const mlp = { file: path.join(ROOT, 'examples/mlp.tg'), flags: { pipeline: 'training', optimizer: 'sgd' } };
+    const onnxInference = (f: string): Omit<CompileRequest, 'out'> => ({ file: path.join(ORACLES, f), flags: { pipeline: 'inference', batchSize: 32 } });
+    const bert = (args: string[]): Omit<CompileRequest, 'out'> => ({ file: BERT, flags: { pipeline: 'training', optimizer: 'adam', arg: [`ipus=${ipus}`, ...args] } });
+    const bertRepeat = ctx.repeatGiven ? ctx.repeat : Math.min(ctx.repeat, BERT_REPEAT);
     const cases: Case[] = [
-      { name: 'examples/mlp.tg, training (SGD)', file: path.join(ROOT, 'examples/mlp.tg'), args: [], peer: { unavailable: 'a model-language file: onnxruntime has no form of it' } },
+      { name: 'examples/mlp.tg, training (SGD)', req: mlp, seed: mlp, peer: oracle('mlp.onnx'), repeat: ctx.repeat, phases: 'all' },
       ...(fs.existsSync(path.join(ORACLES, 'mlp.onnx'))
-        ? [
-            { name: 'oracle MLP (mlp.onnx), inference', file: path.join(ORACLES, 'mlp.onnx'), args: ['--pipeline', 'inference', '--batch-size', '32'], peer: oracle('mlp.onnx') },
-            { name: 'oracle CNN (cnn.onnx), inference', file: path.join(ORACLES, 'cnn.onnx'), args: ['--pipeline', 'inference', '--batch-size', '32'], peer: oracle('cnn.onnx') },
-          ]
+        ? (['mlp', 'cnn'] as const).map((m): Case => ({ name: `oracle ${m.toUpperCase()} (${m}.onnx), inference`, req: onnxInference(`${m}.onnx`), seed: onnxInference(`${m}.onnx`), peer: oracle(`${m}.onnx`), repeat: ctx.repeat, phases: 'build' }))
         : []),
-      { name: `${layers}-layer BERT-base-wide encoder, inference`, file: encoder, args: ['--pipeline', 'inference', '--batch-size', '1'], peer: { file: encoder } },
-      { name: `${layers}-layer BERT-base-wide encoder, training (MSE, SGD)`, file: encoder, args: ['--loss', 'mse', '--batch-size', '1'], peer: { file: encoder } },
+      {
+        name: `examples/bert.tg, ${layers} layers on ${ipus} IPUs, training (Adam)`,
+        req: bert([`layers=${layers}`]),
+        // the same kind of program, narrow: its host program includes the same headers, so it builds the same libraries
+        seed: bert([`layers=${ipus}`, 'd_model=64', 'heads=2', 'ff=128', 'seq=16']),
+        peer: { file: encoder },
+        repeat: bertRepeat,
+        phases: 'all',
+      },
     ];
-    ctx.log(`building the poplar-host library into a fresh cache (not measured)`);
-    compileOnce(cases[0]!, cacheHome, path.join(tmp, 'warm.tgx'));
     const rows: BenchRow[] = [];
+    const notes: string[] = [];
+    let reps = 0;
     for (const c of cases) {
-      ctx.log(`${c.name}: ${ctx.repeat} compiles${'file' in c.peer ? ' and session creates' : ''}, taking turns`);
-      const runs: CompileRun[] = [];
+      ctx.log(`${c.name}: building the libraries into the seed cache (not measured)`);
+      compileInChild({ ...c.seed, out: path.join(tmp, 'seed.tgx') }, seedHome);
+      ctx.log(`${c.name}: ${c.repeat} compiles${'file' in c.peer ? ' and session creates' : ''}, taking turns`);
+      const runs: (CompilePhases & { wallMs: number })[] = [];
       const ort: number[] = [];
-      for (let i = 0; i < ctx.repeat; i++) {
-        const order = i % 2 ? (['ort', 'tilegraph'] as const) : (['tilegraph', 'ort'] as const);
-        for (const which of order) {
-          if (which === 'tilegraph') runs.push(compileOnce(c, cacheHome, path.join(tmp, 'out.tgx')));
-          else if ('file' in c.peer) ort.push(measureImport('ort', c.peer.file).ms);
+      for (let i = 0; i < c.repeat; i++) {
+        for (const which of i % 2 ? (['ort', 'tilegraph'] as const) : (['tilegraph', 'ort'] as const)) {
+          if (which === 'ort') {
+            if ('file' in c.peer) ort.push(measureImport('ort', c.peer.file).ms);
+            continue;
+          }
+          const home = path.join(tmp, `rep-${reps++}`);
+          freshCache(seedHome, home);
+          const before = libraries(home);
+          const r = compileInChild({ ...c.req, out: path.join(home, 'out.tgx') }, home);
+          const built = [...libraries(home)].filter((e) => !before.has(e));
+          if (r.cached) throw new Error(`${c.name}: expected a fresh build, but the executable cache held it`);
+          if (built.length) throw new Error(`${c.name}: the compile built the libraries ${built.join(', ')} (the seed model includes other headers); the figures would not be of a warm cache`);
+          runs.push(r);
+          fs.rmSync(home, { recursive: true, force: true });
         }
       }
       const peers: PeerInput[] = ['file' in c.peer ? { name: ORT, samples: ort } : { name: ORT, unavailable: c.peer.unavailable }];
-      rows.push(
-        measuredRow({ benchmark: BENCH, case: c.name, subject: TILEGRAPH, metric: 'time', unit: 'ms', higherIsBetter: false, samples: runs.map((r) => r.ms), peers }),
-        measuredRow({ benchmark: BENCH, case: c.name, subject: 'of which the C++ build', metric: 'time', unit: 'ms', higherIsBetter: false, samples: runs.map((r) => r.buildMs) }),
-      );
+      const row = (subject: string, samples: number[], withPeers = false) =>
+        measuredRow({ benchmark: BENCH, case: c.name, subject, metric: 'time', unit: 'ms', higherIsBetter: false, samples, ...(withPeers ? { peers } : {}) });
+      rows.push(row(TILEGRAPH, runs.map(totalMs), true));
+      for (const [k, label] of PHASES) if (c.phases === 'all' || k === 'buildMs') rows.push(row(`of which ${label}`, runs.map((r) => r[k] as number)));
+      if (c.phases === 'all') rows.push(row('the whole process (node start and modules too)', runs.map((r) => r.wallMs)));
+      if (c.req.file === BERT) rows.push(computedRow({ benchmark: BENCH, case: c.name, subject: 'generated host.cpp', metric: 'size', unit: 'bytes', higherIsBetter: false, value: runs[0]!.hostCppBytes }));
     }
-    const sizes: [number, number][] = [];
-    for (const n of ctx.quick ? [2] : [2, BERT_BASE.layers]) {
-      const file = n === layers ? encoder : onnx(n);
-      const bytes = hostBytes(file, ['--loss', 'mse', '--batch-size', '1'], cacheHome, path.join(tmp, `emit-${n}`));
-      sizes.push([n, bytes]);
-      rows.push(computedRow({ benchmark: BENCH, case: `${n}-layer encoder, training`, subject: 'generated host.cpp', metric: 'size', unit: 'bytes', higherIsBetter: false, value: bytes }));
+    if (!ctx.quick) {
+      // host.cpp should grow with the number of distinct layers, not their count
+      const two = compileInChild(bert(['layers=2']), seedHome).hostCppBytes;
+      const full = rows.find((r) => r.subject === 'generated host.cpp')!.value.median;
+      rows.push(computedRow({ benchmark: BENCH, case: `examples/bert.tg, 2 layers on ${ipus} IPUs, training (Adam)`, subject: 'generated host.cpp', metric: 'size', unit: 'bytes', higherIsBetter: false, value: two }));
+      notes.push(`host.cpp of the ${layers}-layer encoder is ${(full / two).toFixed(2)}× that of the 2-layer one`);
     }
-    const notes = ['each compile is a fresh `tilegraph compile` process whose executable is not in the cache; the cache holds the libraries built once per toolchain (poplar-host and the host support library with its precompiled header)'];
-    if (sizes.length === 2) notes.push(`host.cpp of the ${sizes[1]![0]}-layer encoder is ${(sizes[1]![1] / sizes[0]![1]).toFixed(2)}× that of the 2-layer one`);
+    notes.push(
+      `${TILEGRAPH}: the steps of the command (buildStep, generatePoplar, the build through the executable cache, the export) in a fresh process, timed from the model file to the written executable; onnxruntime: InferenceSession.create in a fresh process, timed around the call`,
+      "each compile has a cache folder of its own holding the libraries built once per toolchain (poplar-host and the host support library with their precompiled headers, copied from a seed cache and checked before the compile) and no executable",
+      'examples/mlp.tg is the oracle MLP (Linear 16→32, ReLU, Linear 32→10; batch 4): tilegraph compiles its SGD training step, onnxruntime loads mlp.onnx for inference; the oracle rows compile that same ONNX file for inference (batch 32), like for like',
+      `examples/bert.tg (d_model 768, 12 heads, ff 3072, seq 128, batch 1, mean pooling and a 2-class head) is compiled for training with Adam; onnxruntime loads an ONNX export of the same ${layers} encoder layers (random weights, no head) for inference only, a smaller program than the training step (forward, backward and the Adam update)`,
+      `BERT: ${bertRepeat} repetitions${ctx.repeatGiven ? '' : ` (at most ${BERT_REPEAT} unless --repeat is given: each build takes minutes)`}${ctx.quick ? '; --quick: 2 layers on 2 IPUs' : ''}`,
+    );
     return {
-      title: 'compile latency: `tilegraph compile -o` (import, passes, C++ generation and build for the emulated IPU) beside onnxruntime-node session creation on the same ONNX file',
+      title: 'compile latency: tilegraph compile -o (model file, passes, C++ generation and build for the emulated IPU, export) with the libraries built and the executable not, beside onnxruntime-node session creation',
       rows,
       notes,
       versions: { onnxruntime: onnxruntimeVersion() ?? 'unknown' },

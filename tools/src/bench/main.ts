@@ -41,6 +41,7 @@ interface Args {
   names: string[];
   out: string;
   repeat: number;
+  repeatGiven: boolean;
   quick: boolean;
 }
 
@@ -71,7 +72,7 @@ function parseArgs(argv: readonly string[]): Args | 'help' {
   }
   const unknown = names.filter((n) => !(n in BENCHMARKS));
   if (unknown.length) throw new ArgError(`unknown benchmark${unknown.length > 1 ? 's' : ''} ${unknown.map((n) => `'${n}'`).join(', ')} (benchmarks: ${Object.keys(BENCHMARKS).join(', ')})`);
-  return { names: names.length ? names : Object.keys(BENCHMARKS), out, repeat: repeat ?? (quick ? QUICK_REPEAT : DEFAULT_REPEAT), quick };
+  return { names: names.length ? names : Object.keys(BENCHMARKS), out, repeat: repeat ?? (quick ? QUICK_REPEAT : DEFAULT_REPEAT), repeatGiven: repeat !== undefined, quick };
 }
 
 /** The output folder, made and tried before any benchmark runs (they can take minutes). */
@@ -112,7 +113,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const date = new Date();
   const loadAtStart = os.loadavg();
   const command = ['node', ...execArgv, path.relative(process.cwd(), process.argv[1]!) || process.argv[1]!, ...argv];
-  const ctx: BenchContext = { repeat: args.repeat, quick: args.quick, log: (line) => console.log(`  ${line}`) };
+  const ctx: BenchContext = { repeat: args.repeat, repeatGiven: args.repeatGiven, quick: args.quick, log: (line) => console.log(`  ${line}`) };
   console.log(`benchmarks ${args.names.join(', ')}: ${args.repeat} repetitions${args.quick ? ', quick' : ''}; load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} on ${os.availableParallelism()} cores\n`);
   const results: BenchmarkResult[] = [];
   const versions: { onnxruntime?: string; torch?: string } = {};

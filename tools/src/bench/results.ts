@@ -16,6 +16,8 @@ import { benchTable, machineFacts } from '../report/bench-view.js';
 export interface BenchContext {
   /** Repeated measurements per figure (--repeat). */
   readonly repeat: number;
+  /** Whether --repeat was given (a benchmark with slow figures may default to fewer). */
+  readonly repeatGiven?: boolean;
   /** --quick: shorter windows, fewer sizes. */
   readonly quick: boolean;
   /** Prints a progress line (results are printed by main as tables). */
