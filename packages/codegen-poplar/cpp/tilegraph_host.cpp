@@ -2,6 +2,8 @@
 // into every generated host program.
 #include "tilegraph_host.hpp"
 
+#include <algorithm>
+
 #include <poplar/CSRFunctions.hpp>
 #include <poplar/DeviceManager.hpp>
 #include <poplar/Engine.hpp>
@@ -55,7 +57,9 @@ std::size_t elementsOf(const std::vector<std::size_t> &shape) {
 poplar::Tensor declared(Device &d, const TensorSpec &s, std::size_t i, const std::map<std::size_t, poplar::Tensor> &made) {
   auto it = made.find(i);
   if (it != made.end()) return it->second;
-  return newTensor(d.ipu[s.ipu], s.type, s.shape, s.grain, s.minElements, s.offset, s.name);
+  const unsigned bytes = d.graph.getTarget().getTypeSize(s.type);
+  const unsigned grain = std::max(1u, 8 / bytes);
+  return newTensor(d.ipu[s.ipu], s.type, s.shape, grain, std::max(grain, 128 / bytes), s.offset, s.name);
 }
 } // namespace
 
@@ -63,6 +67,8 @@ void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::ma
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const TensorSpec &s = specs[i];
     d.state.push_back(declared(d, s, i, made));
+    d.stateBytes.push_back(elementsOf(s.shape) * d.graph.getTarget().getTypeSize(s.type));
+    d.stateStorage.push_back(s.storage);
     const std::string handle = "v" + std::to_string(i);
     if (s.storage == kOnChip) {
       d.graph.createHostWrite(handle + ".w", d.state[i]);
@@ -200,30 +206,30 @@ void writeAll(std::FILE *out, const void *data, std::size_t n) {
   if (n > 0 && std::fwrite(data, 1, n, out) != n) throw std::runtime_error("protocol: cannot write the answer");
 }
 
-// The state index of handle "v<i>", or m.stateBytes.size() when it names no state.
-std::size_t stateIndex(const Module &m, const std::string &handle) {
+// The state index of handle "v<i>", or d.stateBytes.size() when it names no state.
+std::size_t stateIndex(const Device &d, const std::string &handle) {
   if (handle.size() > 1 && handle[0] == 'v' && handle.find_first_not_of("0123456789", 1) == std::string::npos && handle.size() < 10) {
     const std::size_t i = std::size_t(std::stoul(handle.substr(1)));
-    if (i < m.stateBytes.size()) return i;
+    if (i < d.stateBytes.size()) return i;
   }
-  return m.stateBytes.size();
+  return d.stateBytes.size();
 }
 
 // Bytes per replica of a host read/write handle ("v<i>" for state i, "seed", "step").
-std::size_t handleBytes(const Module &m, const std::string &handle) {
+std::size_t handleBytes(const Device &d, const std::string &handle) {
   if (handle == "seed" || handle == "step") return 4;
-  const std::size_t i = stateIndex(m, handle);
-  if (i < m.stateBytes.size()) {
-    if (m.stateStorage[i] == kTransient) throw std::runtime_error("protocol: '" + handle + "' is a transient working copy, which the host cannot access");
-    return m.stateBytes[i];
+  const std::size_t i = stateIndex(d, handle);
+  if (i < d.stateBytes.size()) {
+    if (d.stateStorage[i] == kTransient) throw std::runtime_error("protocol: '" + handle + "' is a transient working copy, which the host cannot access");
+    return d.stateBytes[i];
   }
   throw std::runtime_error("protocol: unknown handle '" + handle.substr(0, 40) + "'");
 }
 
 // Off-chip state moves through its remote buffer, one row per replica; the rest through host handles.
-bool isRemote(const Module &m, const std::string &handle) {
-  const std::size_t i = stateIndex(m, handle);
-  return i < m.stateBytes.size() && m.stateStorage[i] == kOffChip;
+bool isRemote(const Device &d, const std::string &handle) {
+  const std::size_t i = stateIndex(d, handle);
+  return i < d.stateBytes.size() && d.stateStorage[i] == kOffChip;
 }
 
 // "runfeed": every output copy is also sent as the device produces it, as "feed <stream>
@@ -253,7 +259,7 @@ void connectFeeds(const Module &m, poplar::Engine &engine, std::FILE *out, std::
   }
 }
 
-void serve(poplar::Engine &engine, std::FILE *out, const Module &m) {
+void serve(poplar::Engine &engine, std::FILE *out, const Module &m, const Device &d) {
   std::vector<std::vector<char>> inBuf(m.inputBytes.size()), outBuf(m.outputBytes.size());
   // run program 1 (seeding stochastic rounding) before the next run after the seed is written
   bool reseed = m.stochasticRounding;
@@ -272,11 +278,11 @@ void serve(poplar::Engine &engine, std::FILE *out, const Module &m) {
     if (w[0] == "quit" && w.size() == 1) return;
     if (w[0] == "write" && w.size() == 3) {
       const std::size_t n = parseSize(w[2]);
-      const std::size_t want = handleBytes(m, w[1]) * m.replicas;
+      const std::size_t want = handleBytes(d, w[1]) * m.replicas;
       if (n != want) throw std::runtime_error("write " + w[1] + ": expected " + std::to_string(want) + " bytes, got " + std::to_string(n));
       std::vector<char> buf(n);
       readExact(buf.data(), n);
-      if (isRemote(m, w[1])) {
+      if (isRemote(d, w[1])) {
         for (unsigned r = 0; r < m.replicas; ++r) engine.copyToRemoteBuffer(buf.data() + r * (n / m.replicas), w[1] + ".remote", 0, r);
       } else {
         engine.writeTensor(w[1] + ".w", buf.data(), buf.data() + n);
@@ -284,9 +290,9 @@ void serve(poplar::Engine &engine, std::FILE *out, const Module &m) {
       if (m.stochasticRounding && w[1] == "seed") reseed = true;
       writeAll(out, "ok\n", 3);
     } else if (w[0] == "read" && w.size() == 2) {
-      const std::size_t n = handleBytes(m, w[1]) * m.replicas;
+      const std::size_t n = handleBytes(d, w[1]) * m.replicas;
       std::vector<char> buf(n);
-      if (isRemote(m, w[1])) {
+      if (isRemote(d, w[1])) {
         for (unsigned r = 0; r < m.replicas; ++r) engine.copyFromRemoteBuffer(w[1] + ".remote", buf.data() + r * (n / m.replicas), 0, r);
       } else {
         engine.readTensor(w[1] + ".r", buf.data(), buf.data() + n);
@@ -390,7 +396,7 @@ int hostMain(int argc, char **argv, const Module &m) {
       return 0;
     }
     engine.load(device);
-    serve(engine, out, m);
+    serve(engine, out, m, d);
     std::fflush(out);
     return 0;
   } catch (const std::exception &e) {

@@ -36,6 +36,10 @@ struct Device {
   poplar::Tensor step;
   // remote buffers of off-chip state, by state index
   std::map<std::size_t, poplar::RemoteBuffer> remote;
+  // bytes per replica of each state handle, and where it lives (kOnChip, kOffChip, kTransient):
+  // filled by declareState from the program's table
+  std::vector<std::size_t> stateBytes;
+  std::vector<unsigned> stateStorage;
 };
 
 // What a generated program tells the library about itself.
@@ -50,9 +54,6 @@ struct Module {
   int ipuId = -1;
   // Poplar's syncConfiguration device option ("" for the default)
   const char *syncConfiguration = "";
-  // bytes per replica of each state handle, and where it lives (kOnChip, kOffChip, kTransient)
-  std::vector<std::size_t> stateBytes;
-  std::vector<unsigned> stateStorage;
   // bytes per run (all replicas) of each input and output stream
   std::vector<std::size_t> inputBytes;
   std::vector<std::size_t> outputBytes;
@@ -112,13 +113,14 @@ void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const std
                        const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement);
 
 // A state or input tensor as a program's declare() lists it: spread linearly over the tiles of
-// its IPU in whole grains from tile `offset` on, unless a PopLibs creation function made it.
+// its IPU from tile `offset` on, in 8-byte grains and at least 128 bytes a tile (the generator's
+// linearMappingParams), unless a PopLibs creation function made it.
 struct TensorSpec {
   const char *name;
   poplar::Type type;
   std::vector<std::size_t> shape;
   unsigned ipu;
-  unsigned grain, minElements, offset;
+  unsigned offset;
   // where state lives between runs (kOnChip, kOffChip, kTransient); inputs: kOnChip
   unsigned storage;
 };

@@ -572,9 +572,9 @@ function tensorTable(mc: ModuleContext, prefix: 'st' | 'in', made: string, list:
   const rows = list.map((s, i) => {
     const p = plannedStateTensor(mc, `${prefix}:${s.name}`, s);
     if (p) planned.push(`  ${made}[${i}] = ${p};`);
-    const { grain, minElements } = linearMappingParams(s.dtype);
+    // (declareState maps it by linearMappingParams' rule)
     const offset = buffers.get(s.name)!.span.offset;
-    return `    {${cppStringLiteral(s.name, 64)}, ${deviceType(s.dtype).poplar}, ${shapeLiteral(s.shape)}, ${s.ipu}, ${grain}, ${minElements}, ${offset}, ${STORAGE[s.storage ?? 'on_chip']}},`;
+    return `  {${cppStringLiteral(s.name, 64)}, ${deviceType(s.dtype).poplar}, ${shapeLiteral(s.shape)}, ${s.ipu}, ${offset}, ${STORAGE[s.storage ?? 'on_chip']}},`;
   });
   return { planned, rows };
 }
@@ -584,7 +584,7 @@ function generateDeclare(mc: ModuleContext): string {
   const l: string[] = ['void declare(Device &d) {'];
   const state = tensorTable(mc, 'st', 'madeState', mc.state, mc.stateBuffers);
   const inputs = tensorTable(mc, 'in', 'madeInputs', mc.inputs, mc.inputBuffers);
-  l.push('  // state and inputs: name, type, shape, IPU, grain, min elements a tile, first tile, storage');
+  l.push('  // state and inputs: name, type, shape, IPU, first tile, storage');
   l.push('  std::map<std::size_t, poplar::Tensor> madeState, madeInputs;', ...state.planned, ...inputs.planned);
   l.push('  declareState(d, {', ...state.rows, '  }, madeState);');
   l.push('  declareInputs(d, {', ...inputs.rows, '  }, madeInputs);');
@@ -685,10 +685,7 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     `constexpr const char *kIpuArch = "${opts.device?.arch ?? 'ipu2'}";`,
     `constexpr int kIpuId = ${opts.device?.ipuId ?? -1};`,
     `constexpr const char *kSyncConfiguration = "${({ full: '', single_pipeline: 'ipuAndAll', replica_and_ladder: 'intraReplicaAndLadder' } as const)[opts.device?.syncPattern ?? 'full']}";`,
-    '// bytes per replica of each state handle; bytes per run (all replicas) of each stream',
-    sizeTable('kStateBytes', state.map((s) => s.bytes)),
-    '// where each state lives between runs: its tensor (host handles), a remote buffer, or nowhere',
-    `const std::vector<unsigned> kStateStorage = {${state.map((s) => ({ on_chip: 'kOnChip', off_chip: 'kOffChip', transient: 'kTransient' })[s.storage]).join(', ')}};`,
+    '// bytes per run (all replicas) of each stream (the state\'s sizes and storage are in declare()\'s table)',
     sizeTable('kInputBytes', inputs.map((s) => s.bytes)),
     sizeTable('kOutputBytes', outputs.map((s) => s.bytes)),
     '',

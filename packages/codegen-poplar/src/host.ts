@@ -40,8 +40,6 @@ export function hostMain(n: HostNumerics): string {
     '  m.ipuArch = kIpuArch;',
     '  m.ipuId = kIpuId;',
     '  m.syncConfiguration = kSyncConfiguration;',
-    '  m.stateBytes = kStateBytes;',
-    '  m.stateStorage = kStateStorage;',
     '  m.inputBytes = kInputBytes;',
     '  m.outputBytes = kOutputBytes;',
     `  m.floatingPointExceptions = ${n.floatingPointExceptions};`,

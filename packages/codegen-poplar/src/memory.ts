@@ -201,9 +201,9 @@ export class MemoryPlanner {
     this.buffers.push(b);
   }
 
-  /** The same memory on `ipu` (an outlined function built there too, or called again). */
-  duplicate(b: Allocation, ipu: number): Allocation {
-    const copy = new Allocation(this.buffers.length, b.kind, { ...b.span, ipu }, b.label, b.blame, b.flatBytesPerTile);
+  /** The same memory on `ipu` (an outlined function built there too, or called again), made by `blame`. */
+  duplicate(b: Allocation, ipu: number, blame = b.blame, label = b.label): Allocation {
+    const copy = new Allocation(this.buffers.length, b.kind, { ...b.span, ipu }, label, blame, b.flatBytesPerTile);
     this.buffers.push(copy);
     return copy;
   }

@@ -318,6 +318,8 @@ export function outlineMode(r: Region): OutlineMode {
 export interface OutlinedFunction {
   /** The C++ function: builds the poplar::Function on a virtual graph, or adds the ops to a program. */
   readonly name: string;
+  /** The occurrence it was lowered from. */
+  readonly first: Region;
   readonly mode: OutlineMode;
   /** The memory its body allocates, and the ops of its ticks. */
   readonly body: readonly BodyBuffer[];
@@ -399,6 +401,7 @@ export function lowerFunction(e: GraphEmitter, region: Region, name: string, mod
   });
   const fn: OutlinedFunction = {
     name,
+    first: region,
     mode,
     body,
     ticks: e.opAt.slice(tick0 + 1),
@@ -423,20 +426,32 @@ function build(e: GraphEmitter, fn: OutlinedFunction, ipu: number): string {
  * constants) when `always` (a builder's every call, a function's first on an IPU), the rest over
  * the same ticks as when it was lowered, from now on. Returns the copies by original.
  */
-function countAgain(e: GraphEmitter, fn: OutlinedFunction, ipu: number, always: boolean): Map<Allocation, Allocation> {
+function countAgain(e: GraphEmitter, fn: OutlinedFunction, region: Region, always: boolean): Map<Allocation, Allocation> {
+  // the occurrence's own ops are blamed, and its own values named
+  const ops = new Map<Op | undefined, Op>(fn.first.ops.map((op, i) => [op, region.ops[i]!]));
   const base = e.now;
   for (const op of fn.ticks) {
     e.now++;
-    e.opAt.push(op);
+    e.opAt.push(ops.get(op) ?? op);
   }
   const copies = new Map<Allocation, Allocation>();
   for (const { buffer, live } of fn.body) {
     if (!live && !always) continue;
-    const copy = e.mc.memory.duplicate(buffer, ipu);
+    const blame = ops.get(buffer.blame);
+    const copy = e.mc.memory.duplicate(buffer, region.ipu, blame ?? buffer.blame, blame ? relabel(e, buffer.label, buffer.blame!, blame) : buffer.label);
     copies.set(buffer, copy);
     if (live) e.touches.set(copy, [base + live[0], base + live[1]]);
   }
   return copies;
+}
+
+/** `label` of memory `from` made, as `to` (its counterpart in another occurrence) would name it. */
+function relabel(e: GraphEmitter, label: string, from: Op, to: Op): string {
+  for (let k = 0; k < from.results.length; k++) {
+    const old = e.valueLabel(from.results[k]!);
+    if (label === old || (label.startsWith(old) && /^[/@ ]/.test(label.slice(old.length)))) return e.valueLabel(to.results[k]!) + label.slice(old.length);
+  }
+  return label;
 }
 
 /** A builder's call: its results are the occurrence's values (refs made like the body's). */
@@ -445,7 +460,7 @@ function callBuilder(e: GraphEmitter, region: Region, fn: OutlinedFunction, args
   e.current = region.ops[0];
   const r = e.local('r');
   e.comment(`${scopeOf(region)}: ${fn.name}`);
-  e.emit(`const std::vector<poplar::Tensor> ${r} = ${fn.name}(d, ${e.g(ipu)}, prog, {${args.join(', ')}});`);
+  e.emit(`const auto ${r} = ${fn.name}(d, ${e.g(ipu)}, prog, {${args.join(', ')}});`);
   region.outputs.forEach((v, j) => e.rebind(v, { ...results[j]!, expr: `${r}[${j}]` }));
 }
 
@@ -456,7 +471,7 @@ export function callFunction(e: GraphEmitter, region: Region, fn: OutlinedFuncti
     if (first) return; // lowering it was its call
     const args = region.inputs.map((v) => e.tensor(v, ipu));
     const argRefs = region.inputs.map((v) => e.ref(v));
-    const copies = countAgain(e, fn, ipu, true);
+    const copies = countAgain(e, fn, region, true);
     // the first occurrence's inputs stand for this one's
     fn.inputBuffers.forEach((bs, i) => bs.forEach((b, k) => copies.set(b, argRefs[i]!.buffers?.[k] ?? b)));
     const roots = new Set(argRefs.flatMap((r) => [...r.roots]));
@@ -469,12 +484,12 @@ export function callFunction(e: GraphEmitter, region: Region, fn: OutlinedFuncti
   if (!first) {
     const fresh = built === undefined;
     if (!built) fn.built.set(ipu, (built = build(e, fn, ipu)));
-    countAgain(e, fn, ipu, fresh);
+    countAgain(e, fn, region, fresh);
   }
   e.current = region.ops[0];
   const args = region.inputs.map((v) => e.tensor(v, ipu));
   const r = e.local('r');
   e.comment(`${scopeOf(region)}: ${fn.name}`);
-  e.emit(`const std::vector<poplar::Tensor> ${r} = callFunction(${e.g(ipu)}, prog, ${built}, {${args.join(', ')}}, ${e.debugName(scopeOf(region))});`);
+  e.emit(`const auto ${r} = callFunction(${e.g(ipu)}, prog, ${built}, {${args.join(', ')}}, ${e.debugName(scopeOf(region))});`);
   region.outputs.forEach((v, j) => e.adopt(v, `${r}[${j}]`, ipu));
 }

@@ -33,7 +33,8 @@ export function isDeviceDType(t: DType): boolean {
 /** Elements per grain and minimum elements per tile when spreading a tensor over tiles. */
 export function linearMappingParams(t: DType): { grain: number; minElements: number } {
   const bytes = deviceType(t).bytes;
-  // 8-byte grains keep vector loads aligned; at least 128 bytes per tile (the PopLibs default)
+  // 8-byte grains keep vector loads aligned; at least 128 bytes per tile (the PopLibs default);
+  // the host support library's declareState maps the state and inputs by the same rule
   const grain = Math.max(1, 8 / bytes);
   return { grain, minElements: Math.max(grain, 128 / bytes) };
 }

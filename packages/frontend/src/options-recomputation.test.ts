@@ -47,7 +47,7 @@ describe('_Popart.set("autoRecomputation", n)', () => {
     expect(errorOf(set('autoRecomputation', 'All'))).toBe(
       '_Popart.set("autoRecomputation"): unknown RecomputationType "All"; expected one of RecomputationType.None, RecomputationType.Standard, RecomputationType.NormOnly, RecomputationType.Pipeline, RecomputationType.RecomputeAll',
     );
-    expect(errorOf(set('enableOutlining', true))).toBe('_Popart.set: unknown PopART option "enableOutlining"; the PopART options tilegraph acts on are: autoRecomputation, automaticLossScalingSettings.enabled, automaticLossScalingSettings.binEdgeLocation, automaticLossScalingSettings.thresholdUpperCountProportion, automaticLossScalingSettings.updatePeriod');
+    expect(errorOf(set('enableEngineCaching', true))).toBe('_Popart.set: unknown PopART option "enableEngineCaching"; the PopART options tilegraph acts on are: autoRecomputation, enableOutlining, automaticLossScalingSettings.enabled, automaticLossScalingSettings.binEdgeLocation, automaticLossScalingSettings.thresholdUpperCountProportion, automaticLossScalingSettings.updatePeriod');
   });
 
   test('an inference model is warned that recomputation has no effect', () => {

@@ -48,25 +48,22 @@ constexpr unsigned kDeviceIpus = 2;
 constexpr const char *kIpuArch = "ipu2";
 constexpr int kIpuId = -1;
 constexpr const char *kSyncConfiguration = "";
-// bytes per replica of each state handle; bytes per run (all replicas) of each stream
-const std::vector<std::size_t> kStateBytes = {144, 16, 144};
-// where each state lives between runs: its tensor (host handles), a remote buffer, or nowhere
-const std::vector<unsigned> kStateStorage = {kOnChip, kOnChip, kOnChip};
+// bytes per run (all replicas) of each stream (the state's sizes and storage are in declare()'s table)
 const std::vector<std::size_t> kInputBytes = {1152};
 const std::vector<std::size_t> kOutputBytes = {16, 16};
 
 void declare(Device &d) {
-  // state and inputs: name, type, shape, IPU, grain, min elements a tile, first tile, storage
+  // state and inputs: name, type, shape, IPU, first tile, storage
   std::map<std::size_t, poplar::Tensor> madeState, madeInputs;
   madeState[0] = poplin::createWeights(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "conv.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({4, 1, 3, 3});
   madeInputs[0] = poplin::createInput(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "image", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({2, 1, 6, 6});
   declareState(d, {
-    {"conv.weight", poplar::FLOAT, {4, 1, 3, 3}, 0, 2, 32, 833, kOnChip},
-    {"conv.bias", poplar::FLOAT, {4}, 0, 2, 32, 0, kOnChip},
-    {"conv.weight.accum", poplar::FLOAT, {4, 1, 3, 3}, 0, 2, 32, 1, kOnChip},
+  {"conv.weight", poplar::FLOAT, {4, 1, 3, 3}, 0, 833, kOnChip},
+  {"conv.bias", poplar::FLOAT, {4}, 0, 0, kOnChip},
+  {"conv.weight.accum", poplar::FLOAT, {4, 1, 3, 3}, 0, 1, kOnChip},
   }, madeState);
   declareInputs(d, {
-    {"image", poplar::FLOAT, {2, 1, 6, 6}, 0, 2, 32, 1398, kOnChip},
+  {"image", poplar::FLOAT, {2, 1, 6, 6}, 0, 1398, kOnChip},
   }, madeInputs);
   // output loss
   d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out0", poplar::FLOAT, 1));
@@ -220,8 +217,6 @@ int main(int argc, char **argv) {
   m.ipuArch = kIpuArch;
   m.ipuId = kIpuId;
   m.syncConfiguration = kSyncConfiguration;
-  m.stateBytes = kStateBytes;
-  m.stateStorage = kStateStorage;
   m.inputBytes = kInputBytes;
   m.outputBytes = kOutputBytes;
   m.floatingPointExceptions = false;

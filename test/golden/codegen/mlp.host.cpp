@@ -48,26 +48,23 @@ constexpr unsigned kDeviceIpus = 1;
 constexpr const char *kIpuArch = "ipu2";
 constexpr int kIpuId = -1;
 constexpr const char *kSyncConfiguration = "";
-// bytes per replica of each state handle; bytes per run (all replicas) of each stream
-const std::vector<std::size_t> kStateBytes = {512, 64, 192};
-// where each state lives between runs: its tensor (host handles), a remote buffer, or nowhere
-const std::vector<unsigned> kStateStorage = {kOnChip, kOnChip, kOnChip};
+// bytes per run (all replicas) of each stream (the state's sizes and storage are in declare()'s table)
 const std::vector<std::size_t> kInputBytes = {256};
 const std::vector<std::size_t> kOutputBytes = {96, 32, 32};
 
 void declare(Device &d) {
-  // state and inputs: name, type, shape, IPU, grain, min elements a tile, first tile, storage
+  // state and inputs: name, type, shape, IPU, first tile, storage
   std::map<std::size_t, poplar::Tensor> madeState, madeInputs;
   madeState[0] = poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "fc1.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
   madeState[2] = poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 16}, {16, 3}, "fc2.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
   madeInputs[0] = poplin::createMatMulInputLHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "x", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
   declareState(d, {
-    {"fc1.weight", poplar::FLOAT, {8, 16}, 0, 2, 32, 861, kOnChip},
-    {"fc1.bias", poplar::FLOAT, {16}, 0, 2, 32, 0, kOnChip},
-    {"fc2.weight", poplar::FLOAT, {16, 3}, 0, 2, 32, 262, kOnChip},
+  {"fc1.weight", poplar::FLOAT, {8, 16}, 0, 861, kOnChip},
+  {"fc1.bias", poplar::FLOAT, {16}, 0, 0, kOnChip},
+  {"fc2.weight", poplar::FLOAT, {16, 3}, 0, 262, kOnChip},
   }, madeState);
   declareInputs(d, {
-    {"x", poplar::FLOAT, {4, 8}, 0, 2, 32, 425, kOnChip},
+  {"x", poplar::FLOAT, {4, 8}, 0, 425, kOnChip},
   }, madeInputs);
   // output logits
   d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out0", poplar::FLOAT, 12));
@@ -149,8 +146,6 @@ int main(int argc, char **argv) {
   m.ipuArch = kIpuArch;
   m.ipuId = kIpuId;
   m.syncConfiguration = kSyncConfiguration;
-  m.stateBytes = kStateBytes;
-  m.stateStorage = kStateStorage;
   m.inputBytes = kInputBytes;
   m.outputBytes = kOutputBytes;
   m.floatingPointExceptions = false;
