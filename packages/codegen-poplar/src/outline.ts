@@ -2,6 +2,7 @@ import { Graph, Op, Tensor, Value } from '@tilegraph/ir';
 import { createHash } from 'node:crypto';
 import { GraphEmitter, ValueRef } from './context.js';
 import { cppComment } from './sanitize.js';
+import { MinHeap } from './schedule.js';
 import { Allocation } from './memory.js';
 
 /**
@@ -239,44 +240,17 @@ function groupRegions(order: readonly Op[], regionOf: ReadonlyMap<Op, Region>): 
       list.push(u);
     }
   }
-  // ready units by their first position: a binary heap
-  const heap: Unit[] = [];
-  const push = (u: Unit) => {
-    heap.push(u);
-    for (let i = heap.length - 1; i > 0; ) {
-      const p = (i - 1) >> 1;
-      if (heap[p]!.at <= heap[i]!.at) break;
-      [heap[p], heap[i]] = [heap[i]!, heap[p]!];
-      i = p;
-    }
-  };
-  const pop = (): Unit => {
-    const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length) {
-      heap[0] = last;
-      for (let i = 0; ; ) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < heap.length && heap[l]!.at < heap[m]!.at) m = l;
-        if (r < heap.length && heap[r]!.at < heap[m]!.at) m = r;
-        if (m === i) break;
-        [heap[m], heap[i]] = [heap[i]!, heap[m]!];
-        i = m;
-      }
-    }
-    return top;
-  };
-  for (const u of units) if (waiting.get(u) === 0) push(u);
+  // ready units, the one `order` finishes first first
+  const heap = new MinHeap<Unit>((a, b) => a.at - b.at);
+  for (const u of units) if (waiting.get(u) === 0) heap.push(u);
   const out: Op[] = [];
-  while (heap.length) {
-    const u = pop();
+  while (heap.size) {
+    const u = heap.pop()!;
     out.push(...u.ops);
     for (const d of dependents.get(u) ?? []) {
       const n = waiting.get(d)! - 1;
       waiting.set(d, n);
-      if (n === 0) push(d);
+      if (n === 0) heap.push(d);
     }
   }
   if (out.length !== order.length) throw new Error('internal: outlined regions form a cycle');

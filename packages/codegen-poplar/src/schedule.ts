@@ -70,7 +70,7 @@ export function scheduleGraph(g: Graph): Op[] | undefined {
 }
 
 /** A binary min-heap. */
-class MinHeap<T> {
+export class MinHeap<T> {
   private readonly items: T[] = [];
   constructor(private readonly less: (a: T, b: T) => number) {}
 
