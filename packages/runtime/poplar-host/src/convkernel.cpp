@@ -1,6 +1,7 @@
 // The float convolution (see convkernel.hpp) as a matrix product per conv group: the weights as
 // an [Co][Ci*K] matrix, the inputs unfolded (im2col) into [Ci*K][images*outN] with zeros for
-// padding, multiplied by gemmF32. Adding a product with a zero input changes no sum (a sum
+// padding, multiplied by gemmF32 (which takes the unfolded inputs panel by panel, as they are
+// made, rather than as a whole matrix). Adding a product with a zero input changes no sum (a sum
 // starting from +0 never becomes -0, and x + 0 = x), so this equals skipping the padding, as
 // long as the weights are finite: otherwise 0 * inf would give NaN, and the direct loop runs.
 #include "convkernel.hpp"
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 // a fused multiply-add would skip the product's rounding, which the numerics keep
@@ -17,8 +19,8 @@
 namespace poplar_host {
 namespace {
 
-/// Floats the unfolded inputs of one pass may take: images are unfolded a few at a time.
-constexpr std::size_t kUnfoldFloats = std::size_t(1) << 21;
+/// Columns a convolution's product should have at least (output positions of its images).
+constexpr std::size_t kColumnsPerProduct = 512;
 
 std::size_t weightIndex(const ConvGeometry &g, std::size_t grp, std::size_t o, std::size_t c) {
   return g.transposed ? ((grp * g.Ci + c) * g.Co + o) * g.kN : ((grp * g.Co + o) * g.Ci + c) * g.kN;
@@ -44,15 +46,32 @@ void convolutionDirect(const ConvGeometry &g, const float *x, const float *w, fl
       }
 }
 
+/// For each kernel position k and output position j: n > 0 when positions j .. j + n - 1 read
+/// consecutive inputs, -n when they all fall on padding (runs end with the image).
+std::vector<std::vector<long>> positionRuns(const ConvGeometry &g) {
+  std::vector<std::vector<long>> runs(g.kernelPos.size(), std::vector<long>(g.outN));
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const long *row = g.inputAt[k].data();
+    long *run = runs[k].data();
+    for (std::size_t j = g.outN; j-- > 0;) {
+      const bool last = j + 1 == g.outN;
+      if (row[j] < 0) run[j] = !last && row[j + 1] < 0 ? run[j + 1] - 1 : -1;
+      else run[j] = !last && row[j + 1] == row[j] + 1 ? run[j + 1] + 1 : 1;
+    }
+  }
+  return runs;
+}
+
 } // namespace
 
 void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float *y) {
   const std::size_t K = g.kernelPos.size(), depth = g.Ci * K;
   const std::size_t wCount = g.G * g.Co * g.Ci * g.kN;
-  for (std::size_t i = 0; i < wCount; ++i)
-    if (!std::isfinite(w[i])) return convolutionDirect(g, x, w, y);
+  if (!allFiniteF32(w, wCount)) return convolutionDirect(g, x, w, y);
   if (g.outN == 0 || g.Co == 0) return;
-  const std::size_t images = std::max<std::size_t>(1, std::min(g.N, kUnfoldFloats / std::max<std::size_t>(1, depth * g.outN)));
+  // small images are multiplied a few at a time, so a product has enough columns
+  const std::size_t images = std::max<std::size_t>(1, std::min(g.N, kColumnsPerProduct / g.outN));
+  const std::vector<std::vector<long>> runs = positionRuns(g);
   ScratchLease scratch;
   float *wm = scratch.get(0, g.Co * depth);
   for (std::size_t grp = 0; grp < g.G; ++grp) {
@@ -62,23 +81,36 @@ void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float
           wm[o * depth + c * K + k] = w[weightIndex(g, grp, o, c) + static_cast<std::size_t>(g.kernelPos[k])];
     for (std::size_t n0 = 0; n0 < g.N; n0 += images) {
       const std::size_t nb = std::min(images, g.N - n0), width = nb * g.outN;
-      float *cols = scratch.get(1, depth * width);
-      for (std::size_t c = 0; c < g.Ci; ++c)
-        for (std::size_t k = 0; k < K; ++k) {
-          const long *row = g.inputAt[k].data();
-          float *dst = cols + (c * K + k) * width;
-          for (std::size_t i = 0; i < nb; ++i) {
-            const float *xc = x + ((n0 + i) * g.G * g.Ci + grp * g.Ci + c) * g.inN;
-            float *d = dst + i * g.outN;
-            for (std::size_t j = 0; j < g.outN; ++j) d[j] = row[j] >= 0 ? xc[row[j]] : 0.0f;
+      // the unfolded inputs, row (c, k), column (image, output position), written as panels, a
+      // run of consecutive inputs (or of padding) at a time
+      const PackB unfold = [&](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+        for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
+          const std::size_t cols = std::min(nr, j0 + nc - jp);
+          for (std::size_t p = p0; p < p0 + kc; ++p) {
+            const long *row = g.inputAt[p % K].data(), *run = runs[p % K].data();
+            std::size_t j = jp % g.outN;
+            const float *xc = x + ((n0 + jp / g.outN) * g.G * g.Ci + grp * g.Ci + p / K) * g.inN;
+            for (std::size_t l = 0; l < cols;) {
+              const std::size_t len = std::min<std::size_t>(static_cast<std::size_t>(std::labs(run[j])), cols - l);
+              if (run[j] > 0) std::memcpy(out + l, xc + row[j], len * sizeof(float));
+              else std::fill(out + l, out + l + len, 0.0f);
+              l += len;
+              if ((j += len) == g.outN) {
+                j = 0;
+                xc += g.G * g.Ci * g.inN;
+              }
+            }
+            std::fill(out + cols, out + nr, 0.0f);
+            out += nr;
           }
         }
+      };
       if (nb == 1) { // straight into the output
-        gemmF32(g.Co, width, depth, wm, depth, cols, width, y + (n0 * g.G + grp) * g.Co * g.outN, g.outN);
+        gemmF32(g.Co, width, depth, wm, depth, unfold, y + (n0 * g.G + grp) * g.Co * g.outN, g.outN);
         continue;
       }
-      float *prod = scratch.get(2, g.Co * width);
-      gemmF32(g.Co, width, depth, wm, depth, cols, width, prod, width);
+      float *prod = scratch.get(1, g.Co * width);
+      gemmF32(g.Co, width, depth, wm, depth, unfold, prod, width);
       for (std::size_t i = 0; i < nb; ++i)
         for (std::size_t o = 0; o < g.Co; ++o)
           std::memcpy(y + (((n0 + i) * g.G + grp) * g.Co + o) * g.outN, prod + o * width + i * g.outN,
@@ -117,40 +149,49 @@ void weightDeltasDirect(const ConvGeometry &g, const float *dy, const float *x, 
 void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, float *dw) {
   const std::size_t K = g.kernelPos.size(), depth = g.Ci * K, rows = g.N * g.outN;
   const std::size_t zCount = g.N * g.G * g.Co * g.outN;
-  for (std::size_t i = 0; i < zCount; ++i)
-    if (!std::isfinite(dy[i])) return weightDeltasDirect(g, dy, x, dw);
+  if (!allFiniteF32(dy, zCount)) return weightDeltasDirect(g, dy, x, dw);
   std::fill(dw, dw + g.G * g.Co * g.Ci * g.kN, 0.0f);
   if (g.Co == 0 || depth == 0) return;
   ScratchLease scratch;
-  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth);
-  // columns of the unfolded inputs a pass takes
-  const std::size_t width = std::max<std::size_t>(1, std::min(depth, kUnfoldFloats / std::max<std::size_t>(1, rows)));
+  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth), *xt = scratch.get(2, g.N * g.inN * g.Ci);
   for (std::size_t grp = 0; grp < g.G; ++grp) {
     for (std::size_t o = 0; o < g.Co; ++o)
       for (std::size_t n = 0; n < g.N; ++n)
         std::memcpy(zm + o * rows + n * g.outN, dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN, g.outN * sizeof(float));
-    if (rows == 0) {
-      std::fill(prod, prod + g.Co * depth, 0.0f);
-    } else {
-      for (std::size_t c0 = 0; c0 < depth; c0 += width) {
-        const std::size_t cw = std::min(width, depth - c0);
-        float *cols = scratch.get(2, rows * cw);
-        for (std::size_t n = 0; n < g.N; ++n)
-          for (std::size_t j = 0; j < g.outN; ++j) {
-            float *dst = cols + (n * g.outN + j) * cw;
-            for (std::size_t q = 0; q < cw; ++q) {
-              const std::size_t c = (c0 + q) / K, k = (c0 + q) % K;
-              const long at = g.inputAt[k][j];
-              dst[q] = at >= 0 ? x[(n * g.G * g.Ci + grp * g.Ci + c) * g.inN + static_cast<std::size_t>(at)] : 0.0f;
-            }
-          }
-        gemmF32(g.Co, cw, rows, zm, rows, cols, cw, prod + c0, depth);
+    // the group's inputs channels-last ([image][input element][channel]), so the channels one
+    // kernel position reads lie side by side
+    for (std::size_t n = 0; n < g.N; ++n)
+      for (std::size_t c = 0; c < g.Ci; ++c) {
+        const float *src = x + ((n * g.G + grp) * g.Ci + c) * g.inN;
+        float *dst = xt + n * g.inN * g.Ci + c;
+        for (std::size_t i = 0; i < g.inN; ++i) dst[i * g.Ci] = src[i];
       }
-    }
+    // the unfolded inputs, row (image, output position), column (k, c), written as panels: the
+    // columns' order is free (each is its own sum), and this one copies channels in runs
+    const PackB unfold = [&](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+      for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
+        const std::size_t cols = std::min(nr, j0 + nc - jp);
+        for (std::size_t p = p0; p < p0 + kc; ++p) {
+          const std::size_t j = p % g.outN;
+          const float *xn = xt + (p / g.outN) * g.inN * g.Ci;
+          for (std::size_t l = 0; l < cols;) {
+            const std::size_t k = (jp + l) / g.Ci, c = (jp + l) % g.Ci, len = std::min(g.Ci - c, cols - l);
+            const long at = g.inputAt[k][j];
+            if (at >= 0) std::memcpy(out + l, xn + static_cast<std::size_t>(at) * g.Ci + c, len * sizeof(float));
+            else std::fill(out + l, out + l + len, 0.0f);
+            l += len;
+          }
+          std::fill(out + cols, out + nr, 0.0f);
+          out += nr;
+        }
+      }
+    };
+    if (rows == 0) std::fill(prod, prod + g.Co * depth, 0.0f);
+    else gemmF32(g.Co, depth, rows, zm, rows, unfold, prod, depth);
     for (std::size_t o = 0; o < g.Co; ++o)
-      for (std::size_t c = 0; c < g.Ci; ++c)
-        for (std::size_t k = 0; k < K; ++k)
-          dw[((grp * g.Co + o) * g.Ci + c) * g.kN + static_cast<std::size_t>(g.kernelPos[k])] = prod[o * depth + c * K + k];
+      for (std::size_t k = 0; k < K; ++k)
+        for (std::size_t c = 0; c < g.Ci; ++c)
+          dw[((grp * g.Co + o) * g.Ci + c) * g.kN + static_cast<std::size_t>(g.kernelPos[k])] = prod[o * depth + k * g.Ci + c];
   }
 }
 

@@ -6,6 +6,7 @@
 #include "gemm.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -19,10 +20,11 @@ namespace {
 
 typedef float V4 __attribute__((vector_size(16)));
 typedef float V8 __attribute__((vector_size(32)));
+typedef float V16 __attribute__((vector_size(64)));
 
 constexpr std::size_t KC = 256; // products per pass: a KC x NR strip of B stays in L1
-constexpr std::size_t MC = 96;  // rows of A per block (a multiple of both MRs), in L2
-constexpr std::size_t NC = 2048; // columns of B per block, in L2/L3
+constexpr std::size_t MC = 192; // rows of A per block (a multiple of every MR), in L2
+constexpr std::size_t NCMax = 2048; // columns of B per block (a whole number of panels), in L2/L3
 
 /// acc[MR][NRV] (vectors of L lanes) += A strip x B panel over kc products; C is read first
 /// unless `first` (then the sums start from +0), and written back. Partial blocks at the edges
@@ -46,13 +48,18 @@ __attribute__((always_inline)) inline void microBody(std::size_t kc, const float
     for (int i = 0; i < MR; ++i)
       for (int v = 0; v < NRV; ++v) std::memcpy(&acc[i][v], scratch + i * NR + v * L, sizeof(V));
   }
+  // the register block only stays in registers when these loops are unrolled completely
   for (std::size_t p = 0; p < kc; ++p) {
     V bv[NRV];
+#pragma GCC unroll 8
     for (int v = 0; v < NRV; ++v) std::memcpy(&bv[v], b + p * NR + v * L, sizeof(V));
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const float s = a[p * MR + i];
       V av;
+#pragma GCC unroll 16
       for (int l = 0; l < L; ++l) av[l] = s;
+#pragma GCC unroll 8
       for (int v = 0; v < NRV; ++v) {
         const V prod = av * bv[v]; // rounded to float here, then added
         acc[i][v] += prod;
@@ -77,6 +84,13 @@ __attribute__((target("avx2"))) void microAvx2(std::size_t kc, const float *a, c
                                                std::size_t ldc, bool first, int mr, int nr) {
   microBody<V8, kAvxMR, 2>(kc, a, b, c, ldc, first, mr, nr);
 }
+// AVX-512: 8 x 48 of C in 24 of the 32 zmm registers; a product and its sum go to separate
+// pipes on CPUs with separate multiply and add units, so keeping them unfused costs little there
+constexpr int kAvx512MR = 8, kAvx512NR = 48;
+__attribute__((target("avx512f"))) void microAvx512(std::size_t kc, const float *a, const float *b, float *c,
+                                                   std::size_t ldc, bool first, int mr, int nr) {
+  microBody<V16, kAvx512MR, 3>(kc, a, b, c, ldc, first, mr, nr);
+}
 // any x86-64 (SSE2), and other targets through GCC's generic vectors: 4 x 8 of C
 constexpr int kBaseMR = 4, kBaseNR = 8;
 void microBase(std::size_t kc, const float *a, const float *b, float *c, std::size_t ldc, bool first, int mr,
@@ -91,18 +105,19 @@ struct Kernel {
 
 Kernel pickKernel() {
 #if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx512f")) return {microAvx512, kAvx512MR, kAvx512NR};
   if (__builtin_cpu_supports("avx2")) return {microAvx2, kAvxMR, kAvxNR};
 #endif
   return {microBase, kBaseMR, kBaseNR};
 }
 
-/// B[p0.., j0..] (kc x nc) as panels of NR columns, each kc rows of NR floats (zero-padded).
-void packB(const float *B, std::size_t ldb, std::size_t kc, std::size_t nc, int NR, float *out) {
-  for (std::size_t j = 0; j < nc; j += NR) {
-    const std::size_t w = std::min<std::size_t>(NR, nc - j);
-    for (std::size_t p = 0; p < kc; ++p) {
-      const float *src = B + p * ldb + j;
-      std::memcpy(out, src, w * sizeof(float));
+/// B[p0.., j0..] (kc x nc) of a row-major B as panels of NR columns.
+void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc,
+                   std::size_t NR, float *out) {
+  for (std::size_t j = j0; j < j0 + nc; j += NR) {
+    const std::size_t w = std::min<std::size_t>(NR, j0 + nc - j);
+    for (std::size_t p = p0; p < p0 + kc; ++p) {
+      std::memcpy(out, B + p * ldb + j, w * sizeof(float));
       std::fill(out + w, out + NR, 0.0f);
       out += NR;
     }
@@ -148,8 +163,32 @@ float *ScratchLease::get(int i, std::size_t n) {
   return b.data();
 }
 
-void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
-             std::size_t ldb, float *C, std::size_t ldc) {
+// a float is finite when its magnitude's bits are below an infinity's: one unsigned maximum
+// over the whole buffer, eight lanes at a time, with a version for each vector width
+__attribute__((target_clones("avx512f", "avx2", "default"))) bool allFiniteF32(const float *v, std::size_t n) {
+  typedef std::uint32_t U8 __attribute__((vector_size(32)));
+  const U8 magnitude = U8{} + 0x7fffffffu;
+  U8 most{};
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    U8 bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bits &= magnitude;
+    most = bits > most ? bits : most;
+  }
+  std::uint32_t top = 0;
+  for (int l = 0; l < 8; ++l) top = most[l] > top ? most[l] : top;
+  for (; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bits &= 0x7fffffffu;
+    top = bits > top ? bits : top;
+  }
+  return top < 0x7f800000u;
+}
+
+void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
+             float *C, std::size_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (std::size_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
@@ -157,6 +196,7 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
   }
   static const Kernel K = pickKernel();
   const int MR = K.MR, NR = K.NR;
+  const std::size_t NC = NCMax / NR * NR;
   const std::size_t ncMax = std::min(NC, (n + NR - 1) / NR * NR), kcMax = std::min(KC, k);
   ScratchLease scratch;
   float *bufB = scratch.get(0, kcMax * ncMax);
@@ -165,7 +205,7 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
     const std::size_t nc = std::min(NC, n - jc);
     for (std::size_t pc = 0; pc < k; pc += KC) {
       const std::size_t kc = std::min(KC, k - pc);
-      packB(B + pc * ldb + jc, ldb, kc, nc, NR, bufB);
+      packB(pc, kc, jc, nc, static_cast<std::size_t>(NR), bufB);
       for (std::size_t ic = 0; ic < m; ic += MC) {
         const std::size_t mc = std::min(MC, m - ic);
         packA(A + ic * lda + pc, lda, mc, kc, MR, bufA);
@@ -177,6 +217,15 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
       }
     }
   }
+}
+
+void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
+             std::size_t ldb, float *C, std::size_t ldc) {
+  gemmF32(m, n, k, A, lda,
+          [=](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+            packRowMajorB(B, ldb, p0, kc, j0, nc, nr, out);
+          },
+          C, ldc);
 }
 
 } // namespace poplar_host

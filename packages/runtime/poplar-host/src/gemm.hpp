@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace poplar_host {
@@ -16,6 +17,20 @@ namespace poplar_host {
 /// register-tiled inner kernel that uses AVX2 when the CPU has it.
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
              std::size_t ldb, float *C, std::size_t ldc);
+
+/// Writes rows [p0, p0 + kc) and columns [j0, j0 + nc) of a k x n matrix B, as panels of nr
+/// columns: panel after panel, each kc rows of nr floats, the last panel's missing columns zero.
+/// A product whose B is computed (a convolution's unfolded inputs) writes it straight into the
+/// panels instead of into a matrix first.
+using PackB = std::function<void(std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out)>;
+
+/// gemmF32 with B given by its packer (same sums, same order).
+void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
+             float *C, std::size_t ldc);
+
+/// No NaN or infinity among v[0..n): the check the float kernels make on every operand of
+/// every product, so it runs in vector registers.
+bool allFiniteF32(const float *v, std::size_t n);
 
 /// Float buffers kept between runs for the kernels and their steps: growing a fresh vector of
 /// megabytes every step costs more in page faults than the product itself. A lease takes a free

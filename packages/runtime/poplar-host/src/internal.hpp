@@ -274,6 +274,15 @@ struct ReplicaContext {
   /// Stores floats: a float tensor takes them as they are (no rounding can happen, so no flag
   /// either); other types round through write().
   void writeFloats(const poplar::Tensor &t, const float *v) const;
+  /// A float tensor that is one contiguous region: its device bytes as floats, to read or write
+  /// in place; otherwise nullptr (then readFloats / writeFloats go through a copy).
+  float *contiguousFloats(const poplar::Tensor &t) const;
+  /// The elements as floats: in place when contiguousFloats allows, else read into `scratch`.
+  const float *floatsOf(const poplar::Tensor &t, float *scratch) const {
+    if (const float *p = contiguousFloats(t)) return p;
+    readFloats(t, scratch);
+    return scratch;
+  }
   /// Raw device bytes, in tensor order.
   std::vector<std::uint8_t> readBytes(const poplar::Tensor &t) const;
   void writeBytes(const poplar::Tensor &t, const std::uint8_t *bytes) const;

@@ -75,6 +75,8 @@ bool halfPartials(const poplar::OptionFlags &o, const poplar::Type &outputType) 
   return (pt == "half" || pt == "HALF") && outputType == poplar::HALF;
 }
 
+using poplar_host::allFiniteF32;
+
 /// Sums of products in the partials type: each step adds one product to the running sum and
 /// rounds the result once. Float partials are float32 arithmetic (the product rounded to float,
 /// then the sum; a product of halves is exact in float); half partials round each sum to half
@@ -99,6 +101,7 @@ public:
     }
   }
   void finish(const float *sums, std::size_t n, bool operandsFinite) {
+    if (allFiniteF32(sums, n)) return;
     for (std::size_t i = 0; i < n; ++i) {
       const float v = sums[i];
       if (std::isnan(v)) r_.flags |= poplar_host::kFpInvalid;
@@ -117,11 +120,6 @@ bool allFinite(const std::vector<double> &v) {
   return true;
 }
 
-bool allFinite(const float *v, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (!std::isfinite(v[i])) return false;
-  return true;
-}
 
 /// C[g] = A[g] x B[g] for g in groups (or, accumulating, C[g] += scale * A[g] x B[g], a scaled
 /// add rounded once); A is [G,m,kk], B [G,kk,n]. For each output element the K products are
@@ -137,13 +135,15 @@ void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, con
     PartialSums sums(halfSums, r);
     if (!halfSums) { // float32 through the blocked kernel (same sums, same order)
       poplar_host::ScratchLease scratch;
-      float *af = scratch.get(0, G * m * kk), *bf = scratch.get(1, G * kk * n), *c = scratch.get(2, G * m * n);
-      ctx.readFloats(A, af);
-      ctx.readFloats(B, bf);
+      // operands read where they lie when they can be; a new product straight into C
+      const float *af = ctx.floatsOf(A, scratch.get(0, G * m * kk)), *bf = ctx.floatsOf(B, scratch.get(1, G * kk * n));
+      float *direct = accumulate ? nullptr : ctx.contiguousFloats(C);
+      float *c = direct ? direct : scratch.get(2, G * m * n);
       for (std::size_t g = 0; g < G; ++g)
         poplar_host::gemmF32(m, n, kk, af + g * m * kk, kk, bf + g * kk * n, n, c + g * m * n, n);
-      sums.finish(c, G * m * n, allFinite(af, G * m * kk) && allFinite(bf, G * kk * n));
+      sums.finish(c, G * m * n, allFiniteF32(af, G * m * kk) && allFiniteF32(bf, G * kk * n));
       ctx.raised(r);
+      if (direct) return;
       if (!accumulate) return ctx.writeFloats(C, c);
       auto out = ctx.read(C);
       for (std::size_t e = 0; e < out.size(); ++e) out[e] += scale * c[e];
@@ -631,13 +631,14 @@ poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const
     if (!halfSums) { // float32: unfolded into matrix products (see convkernel.cpp)
       poplar_host::ScratchLease scratch;
       const std::size_t xn = in.numElements(), wn = weights.numElements(), yn = N * G * Co * outN;
-      float *xf = scratch.get(0, xn), *wf = scratch.get(1, wn), *y = scratch.get(2, yn);
-      ctx.readFloats(in, xf);
-      ctx.readFloats(weights, wf);
+      const float *xf = ctx.floatsOf(in, scratch.get(0, xn)), *wf = ctx.floatsOf(weights, scratch.get(1, wn));
+      float *direct = ctx.contiguousFloats(out); // a new variable: no operand shares its bytes
+      float *y = direct ? direct : scratch.get(2, yn);
       poplar_host::convolutionF32(geo, xf, wf, y);
-      sums.finish(y, yn, allFinite(xf, xn) && allFinite(wf, wn));
+      sums.finish(y, yn, allFiniteF32(xf, xn) && allFiniteF32(wf, wn));
       ctx.raised(r);
-      return ctx.writeFloats(out, y);
+      if (!direct) ctx.writeFloats(out, y);
+      return;
     }
     const auto x = ctx.read(in), w = ctx.read(weights);
     std::vector<double> y(N * G * Co * outN, 0.0);
@@ -719,13 +720,14 @@ poplar::Tensor calculateWeightDeltas(poplar::Graph &graph, const poplar::Tensor 
     if (!halfSums) { // float32: one matrix product per conv group (see convkernel.cpp)
       poplar_host::ScratchLease scratch;
       const std::size_t xn = activations.numElements(), zn = zDeltas.numElements();
-      float *xf = scratch.get(0, xn), *zf = scratch.get(1, zn), *dw = scratch.get(2, wn);
-      ctx.readFloats(activations, xf);
-      ctx.readFloats(zDeltas, zf);
+      const float *xf = ctx.floatsOf(activations, scratch.get(0, xn)), *zf = ctx.floatsOf(zDeltas, scratch.get(1, zn));
+      float *direct = ctx.contiguousFloats(out); // a new variable: no operand shares its bytes
+      float *dw = direct ? direct : scratch.get(2, wn);
       poplar_host::weightDeltasF32(geo, zf, xf, dw);
-      sums.finish(dw, wn, allFinite(xf, xn) && allFinite(zf, zn));
+      sums.finish(dw, wn, allFiniteF32(xf, xn) && allFiniteF32(zf, zn));
       ctx.raised(r);
-      return ctx.writeFloats(out, dw);
+      if (!direct) ctx.writeFloats(out, dw);
+      return;
     }
     const auto x = ctx.read(activations), z = ctx.read(zDeltas);
     std::vector<double> dw(wn, 0.0);

@@ -2,8 +2,8 @@
 // against the plain loops of the documented numerics (float partials: each output starts from
 // +0 and adds its products in order, the product rounded to float, then the sum): K = 1, sizes
 // that are not multiples of the kernel's register and cache blocks, groups, half operands, and
-// convolutions with padding, strides, dilations, flips, transposeAndFlipWeights, batches
-// unfolded in several passes, 3-D and 1-D fields and a non-finite weight next to padding.
+// convolutions with padding, strides, dilations, flips, transposeAndFlipWeights, one image or
+// several images a product, 3-D and 1-D fields and a non-finite weight next to padding.
 #include <poplar/DeviceManager.hpp>
 #include <poplar/Engine.hpp>
 #include <poplar/Graph.hpp>
@@ -175,7 +175,8 @@ int main() {
       {2, 1, 3, 2, 4, 4, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, false, true},    // transposeAndFlipWeights
       {1, 2, 2, 3, 5, 4, 2, 3, 0, 1, 1, 0, 1, 1, 1, 2, true, true},     // kernel flip and transposed
       {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, false, false},   // a single product
-      {5, 1, 64, 7, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // batch unfolded in several passes
+      {5, 1, 64, 7, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // an image a product, straight into y
+      {7, 2, 3, 9, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // several images a product, panels across them
   };
   for (std::size_t i = 0; i < convs.size(); ++i) {
     const auto &c = convs[i];

@@ -121,7 +121,8 @@ int main() {
       {2, 2, 1, 2, 2, 3, 2, 2, 3, 1, 2, 4, 1, 2, 2, 1},     // pads past the kernel: windows only in padding
       {1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 0, 0, 1, 1, 3, 3},     // the only window in the padding: zero
       {2, 1, 1, 2, 6, 5, 3, 2, 0, 0, 0, 0, 1, 1, 2, 2},     // a trailing row no window reads
-      {8, 1, 64, 5, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // unfolded inputs in several passes
+      {8, 1, 64, 5, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // sums over more products than a block of the kernel
+      {3, 2, 7, 3, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // a panel of (c, k) columns across input channels
   };
   for (std::size_t i = 0; i < convs.size(); ++i) {
     const auto &c = convs[i];
