@@ -8,13 +8,35 @@
 
 namespace poplar_host {
 
+namespace {
+/// varData asked once per variable in a row of regions (a transposed view has a region per
+/// element, and varData is a call through a std::function).
+class VarBytes {
+public:
+  explicit VarBytes(const ReplicaContext &ctx) : ctx_(ctx) {}
+  std::uint8_t *operator()(unsigned var) {
+    if (var != var_) {
+      var_ = var;
+      base_ = ctx_.varData(var);
+    }
+    return base_;
+  }
+
+private:
+  const ReplicaContext &ctx_;
+  unsigned var_ = ~0u;
+  std::uint8_t *base_ = nullptr;
+};
+} // namespace
+
 std::vector<std::uint8_t> ReplicaContext::readBytes(const poplar::Tensor &t) const {
   const auto &p = impl(t);
   const std::size_t es = p.type.size();
   std::vector<std::uint8_t> out(p.numElements * es);
   std::uint8_t *dst = out.data();
+  VarBytes bytesOf(*this);
   for (const auto &r : p.regions) {
-    std::memcpy(dst, varData(r.var) + r.begin * es, r.size() * es);
+    std::memcpy(dst, bytesOf(r.var) + r.begin * es, r.size() * es);
     dst += r.size() * es;
   }
   return out;
@@ -23,8 +45,9 @@ std::vector<std::uint8_t> ReplicaContext::readBytes(const poplar::Tensor &t) con
 void ReplicaContext::writeBytes(const poplar::Tensor &t, const std::uint8_t *src) const {
   const auto &p = impl(t);
   const std::size_t es = p.type.size();
+  VarBytes bytesOf(*this);
   for (const auto &r : p.regions) {
-    std::memcpy(varData(r.var) + r.begin * es, src, r.size() * es);
+    std::memcpy(bytesOf(r.var) + r.begin * es, src, r.size() * es);
     src += r.size() * es;
   }
 }
@@ -34,8 +57,9 @@ std::vector<double> ReplicaContext::read(const poplar::Tensor &t) const {
   std::vector<double> out(p.numElements);
   if (p.type.id() == poplar::Type::Id::FLOAT) { // straight from the variables, no byte copy
     double *dst = out.data();
-    for (const auto &r : p.regions) {
-      const std::uint8_t *src = varData(r.var) + r.begin * sizeof(float);
+    VarBytes bytesOf(*this);
+  for (const auto &r : p.regions) {
+      const std::uint8_t *src = bytesOf(r.var) + r.begin * sizeof(float);
       for (std::size_t i = 0; i < r.size(); ++i) {
         float f;
         std::memcpy(&f, src + i * sizeof(float), sizeof f);
@@ -110,11 +134,14 @@ void ReplicaContext::readFloats(const poplar::Tensor &t, float *dst) const {
     std::copy(d.begin(), d.end(), dst);
     return;
   }
+  VarBytes bytesOf(*this);
   for (const auto &r : p.regions) {
     if (id == poplar::Type::Id::FLOAT) {
-      std::memcpy(dst, varData(r.var) + r.begin * sizeof(float), r.size() * sizeof(float));
+      const std::uint8_t *src = bytesOf(r.var) + r.begin * sizeof(float);
+      if (r.size() == 1) std::memcpy(dst, src, sizeof(float)); // a transposed view's elements: no call
+      else std::memcpy(dst, src, r.size() * sizeof(float));
     } else {
-      const std::uint8_t *src = varData(r.var) + r.begin * 2;
+      const std::uint8_t *src = bytesOf(r.var) + r.begin * 2;
       for (std::size_t i = 0; i < r.size(); ++i) {
         std::uint16_t h;
         std::memcpy(&h, src + 2 * i, 2);
@@ -134,8 +161,9 @@ float *ReplicaContext::contiguousFloats(const poplar::Tensor &t) const {
 void ReplicaContext::writeFloats(const poplar::Tensor &t, const float *v) const {
   const auto &p = impl(t);
   if (p.type != poplar::FLOAT) return write(t, std::vector<double>(v, v + p.numElements));
+  VarBytes bytesOf(*this);
   for (const auto &r : p.regions) {
-    std::memcpy(varData(r.var) + r.begin * sizeof(float), v, r.size() * sizeof(float));
+    std::memcpy(bytesOf(r.var) + r.begin * sizeof(float), v, r.size() * sizeof(float));
     v += r.size();
   }
 }

@@ -111,16 +111,24 @@ Kernel pickKernel() {
   return {microBase, kBaseMR, kBaseNR};
 }
 
+/// A full panel: kc rows of NR floats, a copy of a known size the compiler inlines.
+template <std::size_t NR> void packFullPanel(const float *B, std::size_t ldb, std::size_t kc, float *out) {
+  for (std::size_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, B + p * ldb, NR * sizeof(float));
+}
+
 /// B[p0.., j0..] (kc x nc) of a row-major B as panels of NR columns.
 void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc,
                    std::size_t NR, float *out) {
-  for (std::size_t j = j0; j < j0 + nc; j += NR) {
+  for (std::size_t j = j0; j < j0 + nc; j += NR, out += kc * NR) {
     const std::size_t w = std::min<std::size_t>(NR, j0 + nc - j);
-    for (std::size_t p = p0; p < p0 + kc; ++p) {
-      std::memcpy(out, B + p * ldb + j, w * sizeof(float));
-      std::fill(out + w, out + NR, 0.0f);
-      out += NR;
-    }
+    const float *src = B + p0 * ldb + j;
+    if (w == NR && NR == kAvx512NR) packFullPanel<kAvx512NR>(src, ldb, kc, out);
+    else if (w == NR && NR == kAvxNR) packFullPanel<kAvxNR>(src, ldb, kc, out);
+    else
+      for (std::size_t p = 0; p < kc; ++p) {
+        std::memcpy(out + p * NR, src + p * ldb, w * sizeof(float));
+        std::fill(out + p * NR + w, out + (p + 1) * NR, 0.0f);
+      }
   }
 }
 

@@ -100,12 +100,14 @@ public:
       else if (std::isinf(v) && operandsFinite && !half_) r_.flags |= poplar_host::kFpOverflow;
     }
   }
-  void finish(const float *sums, std::size_t n, bool operandsFinite) {
+  /// The same for float sums; `operandsFinite()` is only asked when a sum is not finite.
+  template <class OperandsFinite> void finish(const float *sums, std::size_t n, OperandsFinite operandsFinite) {
     if (allFiniteF32(sums, n)) return;
+    const bool finite = operandsFinite();
     for (std::size_t i = 0; i < n; ++i) {
       const float v = sums[i];
       if (std::isnan(v)) r_.flags |= poplar_host::kFpInvalid;
-      else if (std::isinf(v) && operandsFinite && !half_) r_.flags |= poplar_host::kFpOverflow;
+      else if (std::isinf(v) && finite && !half_) r_.flags |= poplar_host::kFpOverflow;
     }
   }
 
@@ -141,7 +143,7 @@ void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, con
       float *c = direct ? direct : scratch.get(2, G * m * n);
       for (std::size_t g = 0; g < G; ++g)
         poplar_host::gemmF32(m, n, kk, af + g * m * kk, kk, bf + g * kk * n, n, c + g * m * n, n);
-      sums.finish(c, G * m * n, allFiniteF32(af, G * m * kk) && allFiniteF32(bf, G * kk * n));
+      sums.finish(c, G * m * n, [&] { return allFiniteF32(af, G * m * kk) && allFiniteF32(bf, G * kk * n); });
       ctx.raised(r);
       if (direct) return;
       if (!accumulate) return ctx.writeFloats(C, c);
@@ -635,7 +637,7 @@ poplar::Tensor convolution(poplar::Graph &graph, const poplar::Tensor &in, const
       float *direct = ctx.contiguousFloats(out); // a new variable: no operand shares its bytes
       float *y = direct ? direct : scratch.get(2, yn);
       poplar_host::convolutionF32(geo, xf, wf, y);
-      sums.finish(y, yn, allFiniteF32(xf, xn) && allFiniteF32(wf, wn));
+      sums.finish(y, yn, [&] { return allFiniteF32(xf, xn) && allFiniteF32(wf, wn); });
       ctx.raised(r);
       if (!direct) ctx.writeFloats(out, y);
       return;
@@ -724,7 +726,7 @@ poplar::Tensor calculateWeightDeltas(poplar::Graph &graph, const poplar::Tensor 
       float *direct = ctx.contiguousFloats(out); // a new variable: no operand shares its bytes
       float *dw = direct ? direct : scratch.get(2, wn);
       poplar_host::weightDeltasF32(geo, zf, xf, dw);
-      sums.finish(dw, wn, allFiniteF32(xf, xn) && allFiniteF32(zf, zn));
+      sums.finish(dw, wn, [&] { return allFiniteF32(xf, xn) && allFiniteF32(zf, zn); });
       ctx.raised(r);
       if (!direct) ctx.writeFloats(out, dw);
       return;
