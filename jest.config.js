@@ -6,6 +6,9 @@ export default {
   testMatch: ['**/*.test.ts'],
   moduleNameMapper: {
     '^@tilegraph/tools$': '<rootDir>/tools/src/index.ts',
+    // see test/support/chevrotain.ts
+    '^@tilegraph/ir/chevrotain$': '<rootDir>/test/support/chevrotain.ts',
+    '^\\./chevrotain\\.js$': '<rootDir>/test/support/chevrotain.ts',
     '^@tilegraph/(.*)$': '<rootDir>/packages/$1/src/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },

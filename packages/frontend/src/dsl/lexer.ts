@@ -1,4 +1,4 @@
-import { IToken, Lexer, TokenType, createToken, createTokenInstance } from 'chevrotain';
+import { IToken, Lexer, TokenType, createToken, createTokenInstance } from '@tilegraph/ir/chevrotain';
 
 /**
  * Tokens of the tilegraph model language. Statements end at a newline or ';' (both become a

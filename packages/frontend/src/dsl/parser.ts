@@ -1,4 +1,4 @@
-import { CstNode, CstParser, EOF, IParserErrorMessageProvider, IRecognitionException, IToken, TokenType } from 'chevrotain';
+import { CstNode, CstParser, EOF, IParserErrorMessageProvider, IRecognitionException, IToken, TokenType } from '@tilegraph/ir/chevrotain';
 import type * as A from './ast.js';
 import {
   ALL_TOKENS, AddOp, AndAnd, As, Assign, Bang, Block, CmpOp, Colon, Comma, Const, Dot, Ellipsis, Else, False, Fn, For,

@@ -2,7 +2,7 @@
  * The tokens and the chevrotain grammar of one line of the text IR (see printer.ts for the
  * format); parser.ts reads a text line by line with them.
  */
-import { CstParser, EOF, IParserErrorMessageProvider, IToken, Lexer, TokenType, createToken, tokenLabel } from 'chevrotain';
+import { CstParser, EOF, IParserErrorMessageProvider, IToken, Lexer, TokenType, createToken, tokenLabel } from './chevrotain.js';
 
 // ---- tokens ----
 

@@ -7,7 +7,7 @@
  * (unknown ops and values, bad attributes, types that disagree with inference, via verifyGraph)
  * are reported together. Every diagnostic points at the offending token.
  */
-import { CstNode, EOF, ILexingError, IRecognitionException, IToken } from 'chevrotain';
+import { CstNode, EOF, ILexingError, IRecognitionException, IToken } from './chevrotain.js';
 import { AttrValue, InitSpec } from '../attributes.js';
 import { DTYPES, DType, dtypeByteSize, dtypeShortName, halfBitsToFloat, integerRange, isInteger, isLowFloat, isNarrowInt, narrowElementFromBits, parseDType } from '../dtype.js';
 import { Diagnostic, DiagnosticError, error } from '../diagnostics.js';
