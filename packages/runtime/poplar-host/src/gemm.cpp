@@ -6,6 +6,8 @@
 #include "gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -99,16 +101,28 @@ void microBase(std::size_t kc, const float *a, const float *b, float *c, std::si
 }
 
 struct Kernel {
+  const char *name;
   Micro micro;
   int MR, NR;
 };
 
-Kernel pickKernel() {
+/// The kernels this CPU runs, fastest first.
+const std::vector<Kernel> &availableKernels() {
+  static const std::vector<Kernel> kernels = [] {
+    std::vector<Kernel> k;
 #if defined(__x86_64__) || defined(__i386__)
-  if (__builtin_cpu_supports("avx512f")) return {microAvx512, kAvx512MR, kAvx512NR};
-  if (__builtin_cpu_supports("avx2")) return {microAvx2, kAvxMR, kAvxNR};
+    if (__builtin_cpu_supports("avx512f")) k.push_back({"avx512", microAvx512, kAvx512MR, kAvx512NR});
+    if (__builtin_cpu_supports("avx2")) k.push_back({"avx2", microAvx2, kAvxMR, kAvxNR});
 #endif
-  return {microBase, kBaseMR, kBaseNR};
+    k.push_back({"base", microBase, kBaseMR, kBaseNR});
+    return k;
+  }();
+  return kernels;
+}
+
+std::atomic<const Kernel *> &currentKernel() {
+  static std::atomic<const Kernel *> current{&availableKernels().front()};
+  return current;
 }
 
 /// A full panel: kc rows of NR floats, a copy of a known size the compiler inlines.
@@ -195,6 +209,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) bool allFiniteF32(c
   return top < 0x7f800000u;
 }
 
+std::vector<std::string> gemmKernels() {
+  std::vector<std::string> names;
+  for (const auto &k : availableKernels()) names.push_back(k.name);
+  return names;
+}
+
+bool useGemmKernel(const std::string &name) {
+  for (const auto &k : availableKernels())
+    if (name == k.name) {
+      currentKernel().store(&k);
+      return true;
+    }
+  return false;
+}
+
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
              float *C, std::size_t ldc) {
   if (m == 0 || n == 0) return;
@@ -202,7 +231,7 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
     for (std::size_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
     return;
   }
-  static const Kernel K = pickKernel();
+  const Kernel &K = *currentKernel().load(std::memory_order_relaxed);
   const int MR = K.MR, NR = K.NR;
   const std::size_t NC = NCMax / NR * NR;
   const std::size_t ncMax = std::min(NC, (n + NR - 1) / NR * NR), kcMax = std::min(KC, k);

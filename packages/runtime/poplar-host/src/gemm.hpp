@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace poplar_host {
@@ -27,6 +28,12 @@ using PackB = std::function<void(std::size_t p0, std::size_t kc, std::size_t j0,
 /// gemmF32 with B given by its packer (same sums, same order).
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
              float *C, std::size_t ldc);
+
+/// The inner kernels this CPU can run, fastest first ("avx512", "avx2", "base"); the first is used.
+std::vector<std::string> gemmKernels();
+/// Uses the kernel named `name` from now on, if this CPU runs it (tests compare each kernel with
+/// the plain loop); false otherwise.
+bool useGemmKernel(const std::string &name);
 
 /// No NaN or infinity among v[0..n): the check the float kernels make on every operand of
 /// every product, so it runs in vector registers.
