@@ -8,6 +8,7 @@
 // this process runs only its share of the replicas (see distributed.hpp).
 #include "distributed.hpp"
 #include "engine_options.hpp"
+#include "gemm.hpp"
 #include "internal.hpp"
 #include "ipusets.hpp"
 #include "liveness.hpp"
@@ -655,6 +656,7 @@ private:
     ctx.fpModes = fp_[replica].data();
     ctx.hwSeeds = seeds_[replica].data();
     ctx.numTiles = fp_[replica].size();
+    ctx.threads = spareThreads();
     return ctx;
   }
 
@@ -810,7 +812,7 @@ private:
     // splitting gather+compute over threads keeps the BSP semantics; large
     // compute sets of a single replica use the spare cores this way (unless
     // the IPUs already run on threads).
-    const unsigned threads = local_.count() == 1 && !currentLane ? computeThreads_ : 1;
+    const unsigned threads = spareThreads();
     if (threads > 1 && insts.size() >= 2 && cg_->computeSets.at(cs).bufferBytes >= kParallelBytes) {
       const std::size_t n = insts.size(), chunks = std::min<std::size_t>(threads, n);
       std::vector<std::exception_ptr> errors(chunks);
@@ -1097,7 +1099,10 @@ private:
     case Kind::HostStep: {
       auto ctx = context(replica);
       ctx.stepKey = stepKey(n);
-      n.hostStep(ctx);
+      {
+        const GemmThreads products(ctx.threads);
+        n.hostStep(ctx);
+      }
       if (ctx.roundedTile >= 0) advanceGenerator(replica, static_cast<unsigned>(ctx.roundedTile));
       if (ctx.trapped)
         throw poplar::application_runtime_error(fpExceptionMessage(ctx.trapped, n.text, ctx.trappedTile, replica));
@@ -1144,6 +1149,10 @@ private:
   /// Below this much field data a compute set runs on one thread (starting
   /// threads costs more than it saves).
   static constexpr std::size_t kParallelBytes = 1 << 20;
+
+  /// Threads a compute set or a step may split its work over: the cores, unless replicas or IPUs
+  /// already run on threads of their own.
+  unsigned spareThreads() const { return local_.count() == 1 && !currentLane ? computeThreads_ : 1; }
 
   static unsigned defaultComputeThreads() {
     if (const char *env = std::getenv("POPLAR_HOST_THREADS")) {

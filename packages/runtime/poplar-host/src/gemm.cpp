@@ -10,8 +10,10 @@
 #include <string>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 // a fused multiply-add would skip the product's rounding, which the numerics keep
@@ -224,8 +226,50 @@ bool useGemmKernel(const std::string &name) {
   return false;
 }
 
+thread_local unsigned gemmThreads = 1;
+
+GemmThreads::GemmThreads(unsigned threads) : previous_(gemmThreads) { gemmThreads = std::max(1u, threads); }
+GemmThreads::~GemmThreads() { gemmThreads = previous_; }
+
+namespace {
+/// Below this many products a product stays on one thread (starting one costs more).
+constexpr std::size_t kProductsPerThread = std::size_t(1) << 22;
+
+/// The product on one thread: columns [0, n) of C.
+void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
+                 float *C, std::size_t ldc);
+} // namespace
+
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
              float *C, std::size_t ldc) {
+  const std::size_t NR = static_cast<std::size_t>(currentKernel().load(std::memory_order_relaxed)->NR);
+  // whole panels per thread; every output element is still summed by one thread, in order
+  const std::size_t threads =
+      std::min<std::size_t>({gemmThreads, (n + NR - 1) / NR, std::max<std::size_t>(1, m * n * k / kProductsPerThread)});
+  if (threads <= 1) return gemmColumns(m, n, k, A, lda, packB, C, ldc);
+  const std::size_t panels = (n + NR - 1) / NR;
+  std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(threads);
+  auto part = [&](std::size_t t) {
+    const std::size_t j0 = panels * t / threads * NR, j1 = std::min(n, panels * (t + 1) / threads * NR);
+    const PackB shifted = [&, j0](std::size_t p0, std::size_t kc, std::size_t js, std::size_t nc, std::size_t nr,
+                                  float *out) { packB(p0, kc, j0 + js, nc, nr, out); };
+    try {
+      gemmColumns(m, j1 - j0, k, A, lda, shifted, C + j0, ldc);
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
+  part(0);
+  for (auto &t : pool) t.join();
+  for (auto &e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+namespace {
+void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
+                 float *C, std::size_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (std::size_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
@@ -255,6 +299,8 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
     }
   }
 }
+
+} // namespace
 
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
              std::size_t ldb, float *C, std::size_t ldc) {

@@ -29,6 +29,19 @@ using PackB = std::function<void(std::size_t p0, std::size_t kc, std::size_t j0,
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
              float *C, std::size_t ldc);
 
+/// The threads the products of the calling step may use (each output is still summed by one
+/// thread, in order, so the bits do not depend on it): set for the duration of a step.
+class GemmThreads {
+public:
+  explicit GemmThreads(unsigned threads);
+  ~GemmThreads();
+  GemmThreads(const GemmThreads &) = delete;
+  GemmThreads &operator=(const GemmThreads &) = delete;
+
+private:
+  unsigned previous_;
+};
+
 /// The inner kernels this CPU can run, fastest first ("avx512", "avx2", "base"); the first is used.
 std::vector<std::string> gemmKernels();
 /// Uses the kernel named `name` from now on, if this CPU runs it (tests compare each kernel with

@@ -244,6 +244,9 @@ struct ReplicaContext {
   std::size_t numTiles = 0;
   /// Distinguishes the running step from others rounding on the same tile.
   std::uint64_t stepKey = 0;
+  /// Threads a step may use for its own work (a large product splits its columns over them):
+  /// POPLAR_HOST_THREADS when one replica runs and IPUs do not run on threads, else 1.
+  unsigned threads = 1;
   /// Flags raised so far that their tile traps on (the engine stops the program).
   mutable unsigned trapped = 0;
   mutable unsigned trappedTile = 0;

@@ -1,6 +1,7 @@
 // The float matrix product's inner kernels (src/gemm.cpp), each one this CPU runs, bit for bit
 // against the plain loop of the documented numerics, at sizes around their register and cache
-// blocks, with row strides wider than the rows, and through a packer as convolutions call it;
+// blocks, with row strides wider than the rows, through a packer as convolutions call it and
+// split over threads;
 // and the vectorised finiteness check, with a NaN or an infinity at every position of short
 // buffers and at the end of a long one.
 #include "../src/gemm.hpp"
@@ -59,7 +60,7 @@ int main() {
   // 256-product and 192-row blocks, and an odd large one
   const std::size_t sizes[][3] = {{1, 1, 1},    {1, 1, 300},  {8, 48, 256}, {9, 49, 257}, {7, 47, 255},
                                   {6, 16, 3},   {5, 15, 513}, {193, 97, 40}, {64, 10, 784}, {3, 2100, 2},
-                                  {200, 130, 600}};
+                                  {200, 130, 600}, {64, 500, 784}};
   for (const auto &name : kernels) {
     CHECK(useGemmKernel(name));
     for (const auto &s : sizes) {
@@ -82,6 +83,13 @@ int main() {
       };
       gemmF32(m, n, k, A.data(), lda, pack, D.data(), n);
       check::report(sameBits(want, D.data(), m, n, n), at + " through a packer: the plain loop's bits", __FILE__, __LINE__);
+      // columns split over threads (the large sizes): the same bits
+      std::vector<float> E(m * ldc, 123.0f);
+      {
+        const GemmThreads threads(3);
+        gemmF32(m, n, k, A.data(), lda, B.data(), ldb, E.data(), ldc);
+      }
+      check::report(sameBits(want, E.data(), m, n, ldc), at + " on 3 threads: the plain loop's bits", __FILE__, __LINE__);
     }
   }
   useGemmKernel(kernels.front());
