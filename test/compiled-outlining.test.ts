@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Options, loadModelFile } from '@tilegraph/frontend';
 import { generatePoplar } from '@tilegraph/codegen-poplar';
-import { Module, Rng, Tensor } from '@tilegraph/ir';
+import { Graph, Module, Rng, Tensor } from '@tilegraph/ir';
 import { StepSettings, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
 import { CompiledBackend, compileOptionsFrom, stepSettingsFrom } from '@tilegraph/runtime';
 import { sameBits } from './support/trainable.js';
@@ -43,6 +43,35 @@ function trainedEncoder(ipus: number, recomputation: number, outline: boolean) {
   return generatePoplar(module, { outline, allowOutOfMemory: true }).plan.memory;
 }
 
+/** Runs `module` compiled with and without outlining on the same random feeds: every output and state the same bits. */
+function expectSameBits(g: Graph, module: Module, runs: number): void {
+  const outlined = CompiledBackend.compile(module, { seed: 3, showProgress: false });
+  const inline = CompiledBackend.compile(module, { seed: 3, showProgress: false, outline: false });
+  const rng = new Rng(11);
+  const problems: string[] = [];
+  try {
+    for (let run = 0; run < runs; run++) {
+      const feeds: Record<string, Tensor[]> = {};
+      for (const op of g.inputs()) {
+        const t = op.result.type;
+        const n = t.shape.reduce((a, b) => a * b, 1);
+        feeds[op.attrs['name'] as string] = [Tensor.from(t.dtype, t.shape, Array.from({ length: n }, () => (t.dtype === 'int32' ? rng.nextU32() % 5 : rng.normal())))];
+      }
+      const a = outlined.run(feeds);
+      const b = inline.run(feeds);
+      for (const [name, ts] of Object.entries(b)) ts.forEach((t, k) => sameBits(a[name]![k]!, t) || problems.push(`run ${run} ${name}#${k}`));
+      for (const name of module.variables.keys()) {
+        const sa = outlined.read(name);
+        inline.read(name).forEach((t, r) => sameBits(sa[r]!, t) || problems.push(`run ${run} ${name}@${r}`));
+      }
+    }
+  } finally {
+    outlined.dispose();
+    inline.dispose();
+  }
+  expect(problems).toEqual([]);
+}
+
 describe('outlining', () => {
   it('lowers the 12 layers of an encoder once: its host code is at most 1.5x that of 2 layers', () => {
     const two = hostCode(encoder(2), true);
@@ -66,6 +95,31 @@ describe('outlining', () => {
     expect(twelve).toMatch(/writeStates\(d, prog, r\d+, \{\{\d+, \d+\}, \{/);
     expect(twelve).not.toMatch(/Copy\(r\d+\[\d+\], d\.state\[/);
     expect(twelve.length).toBeLessThanOrEqual(1.5 * two.length);
+  });
+
+  it('reads the results of a layer called on another IPU than its first occurrence where it ran', () => {
+    const training = (layers: number) => {
+      const g = loadModelFile(path.join(EXAMPLES, 'bert.tg'), { args: { layers, ipus: 4, d_model: 64, heads: 4, ff: 128, seq: 16 } });
+      return hostCode(buildTrainingModule(g, stepSettingsFrom(new Options()), makeOptimizer('Adam', { lr: 1e-4 })).module, true);
+    };
+    const twelve = training(12);
+    const callIpu = new Map([...twelve.matchAll(/const auto (r\d+) = layer_\d+\(d, d\.ipu\[(\d+)\]/g)].map((m) => [m[1]!, m[2]!]));
+    const madeIpu = new Map([...twelve.matchAll(/poplar::Tensor (u\d+) = newTensor\(d\.ipu\[(\d+)\]/g)].map((m) => [m[1]!, m[2]!]));
+    expect(new Set(callIpu.values()).size).toBe(4);
+    // a copy of a call's result onto the IPU the call ran on would be a copy of the tensor to itself
+    const sameIpu = [...twelve.matchAll(/Copy\((r\d+)\[\d+\], (u\d+)\)/g)].filter((m) => callIpu.get(m[1]!) === madeIpu.get(m[2]!));
+    expect(sameIpu.map((m) => m[0])).toEqual([]);
+    // the layers of all four IPUs share their code
+    expect(twelve.length).toBeLessThanOrEqual(1.5 * training(2).length);
+  });
+
+  it('trains a transformer over 2 IPUs to the same bits as without it, the updates of IPU 1 calling builders first lowered on IPU 0', () => {
+    const g = loadModelFile(path.join(EXAMPLES, 'transformer.tg'), { args: { layers: 2, per_ipu: 1, seq: 8, d_model: 8, heads: 2 } });
+    const module = buildTrainingModule(g, SETTINGS, makeOptimizer('Adam', { lr: 0.01 })).module;
+    const host = hostCode(module, true);
+    const ipus = [...host.matchAll(/= layer_\d+\(d, d\.ipu\[(\d+)\]/g)].map((m) => m[1]);
+    expect(new Set(ipus)).toEqual(new Set(['0', '1']));
+    expectSameBits(g, module, 2);
   });
 
   it('leaves a graph without repeated layers alone', () => {
@@ -102,30 +156,6 @@ describe('outlining', () => {
     const host = hostCode(module, true);
     expect(bodies(host, 'function')).toBe(2);
     expect(bodies(host, 'builder')).toBeGreaterThanOrEqual(1);
-    const outlined = CompiledBackend.compile(module, { seed: 3, showProgress: false });
-    const inline = CompiledBackend.compile(module, { seed: 3, showProgress: false, outline: false });
-    const rng = new Rng(11);
-    const problems: string[] = [];
-    try {
-      for (let run = 0; run < 2; run++) {
-        const feeds: Record<string, Tensor[]> = {};
-        for (const op of g.inputs()) {
-          const t = op.result.type;
-          const n = t.shape.reduce((a, b) => a * b, 1);
-          feeds[op.attrs['name'] as string] = [Tensor.from(t.dtype, t.shape, Array.from({ length: n }, () => (t.dtype === 'int32' ? rng.nextU32() % 5 : rng.normal())))];
-        }
-        const a = outlined.run(feeds);
-        const b = inline.run(feeds);
-        for (const [name, ts] of Object.entries(b)) ts.forEach((t, k) => sameBits(a[name]![k]!, t) || problems.push(`run ${run} ${name}#${k}`));
-        for (const name of module.variables.keys()) {
-          const sa = outlined.read(name);
-          inline.read(name).forEach((t, r) => sameBits(sa[r]!, t) || problems.push(`run ${run} ${name}@${r}`));
-        }
-      }
-    } finally {
-      outlined.dispose();
-      inline.dispose();
-    }
-    expect(problems).toEqual([]);
+    expectSameBits(g, module, 2);
   });
 });

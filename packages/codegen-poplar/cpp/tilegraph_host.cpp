@@ -62,11 +62,15 @@ poplar::Tensor declared(Device &d, const TensorSpec &s, std::size_t i, const std
   const unsigned grain = std::max(1u, 8 / bytes);
   return newTensor(d.ipu[s.ipu], s.type, s.shape, grain, std::max(grain, 128 / bytes), s.offset, s.name);
 }
+TensorSpec specOf(const TensorTable &table, std::size_t i) {
+  const TensorRow &r = table.rows[i];
+  return TensorSpec{r.name, table.types.at(r.type), table.shapes.at(r.shape), r.ipu, r.offset, r.storage};
+}
 } // namespace
 
-void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made) {
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const TensorSpec &s = specs[i];
+void declareState(Device &d, const TensorTable &table, const std::map<std::size_t, poplar::Tensor> &made) {
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    const TensorSpec s = specOf(table, i);
     d.state.push_back(declared(d, s, i, made));
     d.stateBytes.push_back(elementsOf(s.shape) * d.graph.getTarget().getTypeSize(s.type));
     d.stateStorage.push_back(s.storage);
@@ -80,9 +84,9 @@ void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::ma
   }
 }
 
-void declareInputs(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made) {
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const TensorSpec &s = specs[i];
+void declareInputs(Device &d, const TensorTable &table, const std::map<std::size_t, poplar::Tensor> &made) {
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    const TensorSpec s = specOf(table, i);
     d.inputs.push_back(declared(d, s, i, made));
     d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in" + std::to_string(i), s.type, elementsOf(s.shape)));
   }

@@ -147,13 +147,32 @@ struct TensorSpec {
   unsigned storage;
 };
 
+// A row of a program's state or input table: a TensorSpec with its type and shape given as
+// indices into the program's lists of distinct types and shapes. The table is constant data, so
+// a program of thousands of tensors compiles it in no time (a list of TensorSpecs is code).
+struct TensorRow {
+  const char *name;
+  unsigned type;
+  unsigned shape;
+  unsigned ipu;
+  unsigned offset;
+  unsigned storage;
+};
+
+// A program's tensor table: its rows, and the types and shapes they index.
+struct TensorTable {
+  const std::vector<TensorRow> &rows;
+  const std::vector<poplar::Type> &types;
+  const std::vector<std::vector<std::size_t>> &shapes;
+};
+
 // Adds the state tensors in table order (`made`: those laid out by PopLibs, by index), with the
 // host handles "v<i>.w" / "v<i>.r" of on-chip state and the remote buffer "v<i>.remote" of
 // off-chip state.
-void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made);
+void declareState(Device &d, const TensorTable &table, const std::map<std::size_t, poplar::Tensor> &made);
 
 // Adds the input tensors in table order, each with its host-to-device stream "in<i>".
-void declareInputs(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made);
+void declareInputs(Device &d, const TensorTable &table, const std::map<std::size_t, poplar::Tensor> &made);
 
 // An IO-tile buffer (kIoInput, kIoOutput or kIoRemote, for stream or state `index`): spread
 // linearly over the IO tiles of its IPU from tile `tensor.offset` of them on.

@@ -28,11 +28,10 @@ import { ALIAS_OPS, GenerateOptions, GraphEmitter, HostFunctionInfo, ModuleConte
 import { HOST_INCLUDES, HOST_SUPPORT_FILES, HostNumerics, hostMain } from './host.js';
 import { Allocation, GC200, MemoryReport } from './memory.js';
 import { fitProblems, planMemory } from './plan.js';
-import { declareIoBuffers, ioFitProblems, ioTileProblems, ioTransfer, stagesThroughIo } from './io-tiles.js';
-import { convGeometry, plannedOperands } from './layout.js';
-import { convParamsExpr } from './lower/conv.js';
-import { multiConvGroups, multiConvOptionList, orderMultiConvs } from './lower/multiconv.js';
-import { poplinOptionList } from './lower/poplin-options.js';
+import { generateDeclare, hostFunctionTable, sizeTable } from './declare.js';
+import { ioFitProblems, ioTileProblems, ioTransfer, stagesThroughIo } from './io-tiles.js';
+import { plannedOperands } from './layout.js';
+import { multiConvGroups, orderMultiConvs } from './lower/multiconv.js';
 import { chooseMappingOffset, runsOf } from './memory.js';
 import { StateWrites, writeCallResult } from './state-writes.js';
 import { fixedVertex } from './codelets.js';
@@ -598,96 +597,6 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
 }
 
 /**
- * A state or input tensor laid out for the matmul or convolution that first reads it (poplin
- * creates it, with that operation's option flags); undefined when it is spread linearly.
- */
-function plannedStateTensor(mc: ModuleContext, key: string, s: { ipu: number; dtype: DType; shape: readonly number[]; name: string }): string | undefined {
-  const dt = deviceType(s.dtype);
-  const p = mc.planned.get(key);
-  const name = cppStringLiteral(s.name, 64);
-  if (p?.op === 'matmul') {
-    const create = p.role === 'lhs' ? 'createMatMulInputLHS' : 'createMatMulInputRHS';
-    return `poplin::${create}(d.ipu[${s.ipu}], ${dt.poplar}, ${shapeLiteral(p.aShape)}, ${shapeLiteral(p.bShape)}, ${name}, poplar::OptionFlags${poplinOptionList(p.reader, mc)})`;
-  }
-  if (p?.op === 'conv' && p.multiConv) return plannedMultiConvTensor(mc, p.multiConv, p.reader, p.role, s);
-  if (p?.op === 'conv') {
-    const create = p.role === 'input' ? 'createInput' : 'createWeights';
-    return `poplin::${create}(d.ipu[${s.ipu}], ${convParamsExpr(p.conv, s.dtype)}, ${name}, poplar::OptionFlags${poplinOptionList(p.reader, mc)}).reshape(${shapeLiteral(s.shape)})`;
-  }
-  return undefined;
-}
-
-/**
- * A convolution operand laid out for the multi-convolution its reader is part of:
- * poplin::multiconv::createInput / createWeights with every member's parameters and flags.
- */
-function plannedMultiConvTensor(mc: ModuleContext, members: readonly Op[], reader: Op, role: 'input' | 'weights', s: { ipu: number; dtype: DType; shape: readonly number[]; name: string }): string {
-  const m = reader.annotations.multiConv!;
-  const name = cppStringLiteral(s.name, 64);
-  const args = members.map((op) => `{${convParamsExpr(convGeometry(op), op.result.type.dtype)}, poplar::OptionFlags${poplinOptionList(op, mc)}, ${name}}`);
-  const create = role === 'input' ? 'createInput' : 'createWeights';
-  return `poplin::multiconv::${create}(d.ipu[${s.ipu}], std::vector<poplin::multiconv::CreateTensorArgs>{${args.join(', ')}}, ${members.indexOf(reader)}, poplar::OptionFlags${multiConvOptionList(m)}).reshape(${shapeLiteral(s.shape)})`;
-}
-
-const STORAGE = { on_chip: 'kOnChip', off_chip: 'kOffChip', transient: 'kTransient' } as const;
-
-/**
- * The state's or inputs' table for declareState / declareInputs (one row each, in handle order),
- * and the statements making those PopLibs lays out.
- */
-function tensorTable(mc: ModuleContext, prefix: 'st' | 'in', made: string, list: readonly { ipu: number; dtype: DType; shape: readonly number[]; name: string; storage?: StateInfo['storage'] }[], buffers: ReadonlyMap<string, Allocation>): { planned: string[]; rows: string[] } {
-  const planned: string[] = [];
-  const rows = list.map((s, i) => {
-    const p = plannedStateTensor(mc, `${prefix}:${s.name}`, s);
-    if (p) planned.push(`  ${made}[${i}] = ${p};`);
-    // (declareState maps it by linearMappingParams' rule)
-    const offset = buffers.get(s.name)!.span.offset;
-    return `  {${cppStringLiteral(s.name, 64)}, ${deviceType(s.dtype).poplar}, ${shapeLiteral(s.shape)}, ${s.ipu}, ${offset}, ${STORAGE[s.storage ?? 'on_chip']}},`;
-  });
-  return { planned, rows };
-}
-
-/** Declarations of the state, input tensors and streams (the handles the protocol names), as tables. */
-function generateDeclare(mc: ModuleContext): string {
-  const l: string[] = ['void declare(Device &d) {'];
-  const state = tensorTable(mc, 'st', 'madeState', mc.state, mc.stateBuffers);
-  const inputs = tensorTable(mc, 'in', 'madeInputs', mc.inputs, mc.inputBuffers);
-  l.push('  // state and inputs: name, type, shape, IPU, first tile, storage');
-  l.push('  std::map<std::size_t, poplar::Tensor> madeState, madeInputs;', ...state.planned, ...inputs.planned);
-  l.push('  declareState(d, {', ...state.rows, '  }, madeState);');
-  l.push('  declareInputs(d, {', ...inputs.rows, '  }, madeInputs);');
-  for (const o of mc.outputs) {
-    l.push(`  // ${o.kind} ${cppComment(o.kind === 'print' ? (o.title ?? '') : o.name, 80)}`);
-    l.push(`  d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out${o.index}", ${deviceType(o.dtype).poplar}, ${numElements(o.shape)}));`);
-  }
-  l.push(...declareIoBuffers(mc));
-  if (mc.usesRandom) {
-    l.push('  // the replica\'s mixed run seed and the execution counter of the random generators');
-    l.push('  d.seed = d.ipu[0].addVariable(poplar::UNSIGNED_INT, {}, "seed");');
-    l.push('  d.ipu[0].setTileMapping(d.seed, 0);');
-    l.push('  d.step = d.ipu[0].addVariable(poplar::UNSIGNED_INT, {}, "step");');
-    l.push('  d.ipu[0].setTileMapping(d.step, 0);');
-    l.push('  d.graph.createHostWrite("seed.w", d.seed);');
-    l.push('  d.graph.createHostRead("seed.r", d.seed);');
-    l.push('  d.graph.createHostWrite("step.w", d.step);');
-    l.push('  d.graph.createHostRead("step.r", d.step);');
-  }
-  l.push('}');
-  return l.join('\n');
-}
-
-function sizeTable(name: string, values: readonly number[]): string {
-  return `const std::vector<std::size_t> ${name} = {${values.join(', ')}};`;
-}
-
-/** The CPU ops' host functions: handle and bytes of each input and output (one replica). */
-function hostFunctionTable(mc: ModuleContext): string {
-  const bytes = (ts: readonly { dtype: DType; shape: readonly number[] }[]) => `{${ts.map((t) => numElements(t.shape) * deviceType(t.dtype).bytes).join(', ')}}`;
-  const rows = mc.hostFunctions.map((f) => `  {"${f.handle}", ${bytes(f.inputs)}, ${bytes(f.outputs)}}, // cpu_op ${cppComment(f.name, 60)}`);
-  return ['// CPU ops: host function, bytes of its inputs and outputs (one replica)', 'const std::vector<HostFunctionSpec> kHostFunctions = {', ...rows, '};'].join('\n');
-}
-
-/**
  * Generates the Poplar C++ for a Module: codelets.cpp (vertices), host.cpp (graph, programs,
  * engine and the runtime protocol) and plan.json (stream and state layout). Throws a
  * DiagnosticError for ops without a lowering, non-device dtypes, and models that cannot fit in
@@ -729,7 +638,7 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
   if (memoryProblems.length && !opts.allowOutOfMemory) throw new DiagnosticError(memoryProblems);
   yield;
   const program = generateProgram(mc, graphFns);
-  const declare = generateDeclare(mc);
+  const { tables, declare } = generateDeclare(mc);
 
   const streams = new Map<string, number>();
   const executes = new Map<string, number>();
@@ -773,12 +682,14 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     ...(layers ? ['using namespace tilegraph_layers;'] : []),
     '',
     ...constants,
-    '// bytes per run (all replicas) of each stream (the state\'s sizes and storage are in declare()\'s table)',
+    '// bytes per run (all replicas) of each stream (the state\'s sizes and storage are in kStateRows)',
     sizeTable('kInputBytes', inputs.map((s) => s.bytes)),
     sizeTable('kOutputBytes', outputs.map((s) => s.bytes)),
     ...(mc.hostFunctions.length ? [hostFunctionTable(mc)] : []),
     '',
     ...mc.fileScope.map((x) => `${x}\n`),
+    tables,
+    '',
     declare,
     '',
     ...(layers ? [] : mc.functionBodies.map((c) => `${c.text}\n`)),

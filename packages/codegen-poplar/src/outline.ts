@@ -416,7 +416,8 @@ export function callFunction(e: GraphEmitter, region: Region, fn: OutlinedFuncti
     // the first occurrence's inputs stand for this one's
     fn.inputBuffers.forEach((bs, i) => bs.forEach((b, k) => copies.set(b, argRefs[i]!.buffers?.[k] ?? b)));
     const roots = new Set(argRefs.flatMap((r) => [...r.roots]));
-    const results = fn.results.map((r) => ({ ...r, roots: r.roots.size ? roots : r.roots, buffers: (r.buffers ?? []).map((b) => copies.get(b) ?? b) }));
+    // the results live where this occurrence ran, which need not be the IPU of the first
+    const results = fn.results.map((r) => ({ ...r, ipu, roots: r.roots.size ? roots : r.roots, buffers: (r.buffers ?? []).map((b) => copies.get(b) ?? b) }));
     callBuilder(e, region, fn, args, results);
     return;
   }
