@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { generatePoplar } from '@tilegraph/codegen-poplar';
-import { buildDrawingInitialState, compileOptionsFrom, exportImage, writeFileAtomic } from '@tilegraph/runtime';
+import { buildDrawingInitialState, compileOptionsFrom, writeExport } from '@tilegraph/runtime';
 import { buildStep } from '../commands/step.js';
 
 /**
@@ -54,7 +54,7 @@ function child(req: CompileRequest): CompilePhases {
   const { built, initial } = buildDrawingInitialState(sources, step.module, copts);
   const buildMs = performance.now() - t2;
   const t3 = performance.now();
-  writeFileAtomic(req.out, exportImage(built, initial));
+  writeExport(req.out, built, initial);
   const exportMs = performance.now() - t3;
   return { loadMs: stepMs - passesMs, passesMs, generateMs, buildMs, exportMs, hostCppBytes, cached: built.cached };
 }

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { crc32 } from 'node:zlib';
 import { DiagnosticError, Module, Tensor, error } from '@tilegraph/ir';
 import type { BuildPlan, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { BackendCacheStatus, BackendFactory, BackendOptions } from '../session/backend.js';
@@ -14,20 +15,23 @@ import { driveAsync, driveSyncWith } from './drive.js';
  * executable, its codelets (SDK builds), the build plan and the initial state, so a model runs
  * again without the model definition or a compiler.
  *
- * Layout: "TGEXE003", the sha256 (32 bytes) of everything after it, a little-endian uint32
- * header length, the JSON header (with `format: 3`), then the blobs the header lists by offset
- * and size. A state tensor whose bytes are all zero (an optimizer's moments, accumulators) is
- * listed with `zeros: true` and no blob. A damaged or altered file fails the checksum before
- * anything in it is used. Format 2 files (every state tensor as a blob) are still read.
+ * Layout (format 4): "TGEXE004", the CRC-32 (a little-endian uint32) of everything after it, a
+ * little-endian uint32 header length, the JSON header (with `format: 4`), then the blobs the header
+ * lists by offset and size. A state tensor whose bytes are all zero (an optimizer's moments,
+ * accumulators) is listed with `zeros: true` and no blob. A damaged file fails the checksum before
+ * anything in it is used. CRC-32 catches every burst of damage up to 32 bits long and all but
+ * one in 2^32 of other damage; a cryptographic digest would stop no deliberate alteration either
+ * (the file carries its own checksum) and takes three times as long over hundreds of megabytes.
+ * Format 3 (a sha256 digest in place of the CRC) and format 2 (format 3 without zero-filled
+ * entries) are still read.
  */
 
-const FORMAT = 3;
+const FORMAT = 4;
 /** The oldest format this version reads (format 2 is format 3 without zero-filled entries). */
 const OLDEST_FORMAT = 2;
 const MAGIC = `TGEXE${String(FORMAT).padStart(3, '0')}`;
-const DIGEST_BYTES = 32;
-/** Where the header length starts: magic, digest. */
-const PREFIX = 8 + DIGEST_BYTES;
+/** Where the header length starts: the magic, then the checksum (format 4: CRC-32; 2 and 3: sha256). */
+const prefixOf = (format: number) => 8 + (format >= 4 ? 4 : 32);
 /** The files an exported executable may hold. */
 const FILE_NAMES = new Set(['step', 'codelets.gp']);
 
@@ -40,10 +44,12 @@ interface Header {
 
 /** Compiles a module and writes it to `file` (written atomically). */
 export function compileAndExport(module: Module, file: string, opts: CompiledBackendOptions = {}): BackendCacheStatus {
-  const { bytes, status } = exportExecutable(module, opts);
-  writeFileAtomic(file, bytes);
-  return status;
+  const [built, init] = driveSyncWith(compileModuleSteps(module, opts), initialStateSteps(module));
+  writeExport(file, built, init);
+  return cacheStatus(built);
 }
+
+const cacheStatus = (built: BuiltExecutable): BackendCacheStatus => ({ hit: built.cached, ...(built.missReason !== undefined ? { reason: built.missReason } : {}) });
 
 /**
  * The bytes of an exported executable of `module` (compiled through the executable cache).
@@ -54,7 +60,7 @@ export function exportExecutable(module: Module, opts: CompiledBackendOptions = 
   // the initial state (random weights can take a while) is drawn while the C++ builds
   const [built, init] = driveSyncWith(compileModuleSteps(module, opts), initialStateSteps(module));
   for (const [name, t] of startFrom ?? []) if (init.has(name)) init.set(name, t);
-  return { bytes: exportImage(built, init), status: { hit: built.cached, ...(built.missReason !== undefined ? { reason: built.missReason } : {}) } };
+  return { bytes: exportImage(built, init), status: cacheStatus(built) };
 }
 
 /**
@@ -71,6 +77,16 @@ export function buildDrawingInitialState(sources: GeneratedSources, module: Modu
  * plan, with `initial` as the state it starts from (whole tensors by name).
  */
 export function exportImage(built: { readonly dir: string; readonly plan: BuildPlan }, initial: ReadonlyMap<string, Tensor>): Buffer {
+  return Buffer.concat(exportParts(built, initial));
+}
+
+/** exportImage written to `file` (atomically) piece by piece: a large model's state is not copied into one buffer first. */
+export function writeExport(file: string, built: { readonly dir: string; readonly plan: BuildPlan }, initial: ReadonlyMap<string, Tensor>): void {
+  writeFileAtomic(file, exportParts(built, initial));
+}
+
+/** The pieces of an exported executable's file, in order: magic and checksum, header, blobs. */
+function exportParts(built: { readonly dir: string; readonly plan: BuildPlan }, initial: ReadonlyMap<string, Tensor>): Uint8Array[] {
   const blobs: Uint8Array[] = [];
   let offset = 0;
   const add = (b: Uint8Array): { offset: number; size: number } => {
@@ -91,18 +107,14 @@ export function exportImage(built: { readonly dir: string; readonly plan: BuildP
     });
   const header: Header = { format: FORMAT, plan: built.plan, files, state };
   const head = Buffer.from(JSON.stringify(header), 'utf8');
-  // one buffer written in place: a large model's state is copied once, not once per step
-  const out = Buffer.allocUnsafe(PREFIX + 4 + head.length + offset);
-  out.write(MAGIC, 0, 'ascii');
-  out.writeUInt32LE(head.length, PREFIX);
-  head.copy(out, PREFIX + 4);
-  let at = PREFIX + 4 + head.length;
-  for (const b of blobs) {
-    out.set(b, at);
-    at += b.length;
-  }
-  createHash('sha256').update(out.subarray(PREFIX)).digest().copy(out, 8);
-  return out;
+  const prefix = prefixOf(FORMAT);
+  const start = Buffer.alloc(prefix + 4);
+  start.write(MAGIC, 0, 'ascii');
+  start.writeUInt32LE(head.length, prefix);
+  let crc = crc32(head, crc32(start.subarray(prefix)));
+  for (const b of blobs) crc = crc32(b, crc);
+  start.writeUInt32LE(crc, 8);
+  return [start, head, ...blobs];
 }
 
 const ZEROS = Buffer.alloc(1 << 16);
@@ -126,15 +138,26 @@ export function isExportedExecutable(data: Uint8Array): boolean {
  * rename, so readers never see half a file. The temporary file is removed when the write fails,
  * and a failure (no space, no permission, a read-only file system) is a diagnostic naming the file.
  */
-export function writeFileAtomic(file: string, data: string | Uint8Array): void {
+export function writeFileAtomic(file: string, data: string | Uint8Array | readonly Uint8Array[]): void {
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
-    fs.writeFileSync(tmp, data, { flag: 'wx' });
+    if (typeof data === 'string' || data instanceof Uint8Array) fs.writeFileSync(tmp, data, { flag: 'wx' });
+    else writeParts(tmp, data);
     fs.renameSync(tmp, file);
   } catch (e) {
     fs.rmSync(tmp, { force: true });
     if ((e as NodeJS.ErrnoException).code === undefined) throw e;
     throw new DiagnosticError(error(`cannot write ${file}: ${(e as Error).message.replace(/^[A-Z]+: /, '')}`, undefined, ['check the path, its permissions and the free space']));
+  }
+}
+
+/** Writes the pieces one after another into a new file. */
+function writeParts(file: string, parts: readonly Uint8Array[]): void {
+  const fd = fs.openSync(file, 'wx');
+  try {
+    for (const p of parts) for (let at = 0; at < p.length; ) at += fs.writeSync(fd, p, at, p.length - at);
+  } finally {
+    fs.closeSync(fd);
   }
 }
 
@@ -172,15 +195,16 @@ export function loadExecutableBytes(data: Buffer, file: string, opts: { cacheDir
   const format = Number(version[1]);
   if (format < OLDEST_FORMAT) throw bad(`format ${format}, written by an older tilegraph without a checksum`, 're-export it with this version (`tilegraph compile -o` or compileAndExport)');
   if (format > FORMAT) throw bad(`format ${format}, written by a newer tilegraph; this one reads format ${FORMAT}`, 'load it with that version, or re-export it with this one');
-  if (data.length < PREFIX + 4) throw bad('truncated header');
-  const digest = createHash('sha256').update(data.subarray(PREFIX)).digest();
-  if (!digest.equals(data.subarray(8, PREFIX))) throw bad('its checksum does not match: the file is damaged or was altered');
-  const headLen = data.readUInt32LE(PREFIX);
-  const base = PREFIX + 4 + headLen;
+  const prefix = prefixOf(format);
+  if (data.length < prefix + 4) throw bad('truncated header');
+  const intact = format >= 4 ? crc32(data.subarray(prefix)) === data.readUInt32LE(8) : createHash('sha256').update(data.subarray(prefix)).digest().equals(data.subarray(8, prefix));
+  if (!intact) throw bad('its checksum does not match: the file is damaged or was altered');
+  const headLen = data.readUInt32LE(prefix);
+  const base = prefix + 4 + headLen;
   if (base > data.length) throw bad('truncated header');
   let header: Header;
   try {
-    header = JSON.parse(data.subarray(PREFIX + 4, base).toString('utf8')) as Header;
+    header = JSON.parse(data.subarray(prefix + 4, base).toString('utf8')) as Header;
   } catch {
     throw bad('unreadable header');
   }
@@ -210,8 +234,11 @@ export function loadExecutableBytes(data: Buffer, file: string, opts: { cacheDir
     } else initial.set(s.name, tensorFromBytes(info.dtype, shape, new Uint8Array(blob(s))));
   }
   const blobs = new Map(header.files.map((f) => [f.name, blob(f)]));
-  // unpack once per distinct file content; the entry must hold exactly these blobs
-  const key = digest.toString('hex');
+  // unpack once per distinct executable (its plan and files, whatever the format and state); the
+  // entry must hold exactly these blobs
+  const identity = createHash('sha256').update(`${JSON.stringify(plan)}\0`);
+  for (const [name, b] of blobs) identity.update(`${name}\0${b.length}\0`).update(b);
+  const key = identity.digest('hex');
   const cacheDir = checkCacheDir(resolveCacheDir(opts.cacheDir));
   const dir = path.join(cacheDir, `loaded-${key.slice(0, 40)}`);
   const expect: EntryExpectation = {
