@@ -25,7 +25,7 @@ import {
   shapesEqual,
 } from '@tilegraph/ir';
 import { ALIAS_OPS, GenerateOptions, GraphEmitter, HostFunctionInfo, ModuleContext, OutputInfo, StateInfo, StreamInfo, deviceIpus, shapeLiteral } from './context.js';
-import { HOST_INCLUDES, HOST_SUPPORT_FILES, HostNumerics, hostMain } from './host.js';
+import { HOST_INCLUDES, HOST_SUPPORT_FILES, HostNumerics, OUTLINED_FILE, hostMain } from './host.js';
 import { Allocation, GC200, MemoryReport } from './memory.js';
 import { fitProblems, planMemory } from './plan.js';
 import { generateDeclare, hostFunctionTable, sizeTable } from './declare.js';
@@ -721,9 +721,6 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
   };
   return { files: { 'codelets.cpp': codelets, 'host.cpp': host, ...(layers ? { [OUTLINED_FILE]: layers.text } : {}), ...HOST_SUPPORT_FILES, 'plan.json': `${JSON.stringify(plan, null, 2)}\n` }, plan, memoryProblems, allocations: mc.memory.buffers };
 }
-
-/** The translation unit of a program's outlined layers (built beside host.cpp, which declares them). */
-export const OUTLINED_FILE = 'host_layers.cpp';
 
 /**
  * host_layers.cpp: the outlined bodies, with the constants they may read, in a namespace of their

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { generatePoplar } from '@tilegraph/codegen-poplar';
+import { generatePoplar, hostUnits } from '@tilegraph/codegen-poplar';
 import { buildDrawingInitialState, compileOptionsFrom, writeExport } from '@tilegraph/runtime';
 import { buildStep } from '../commands/step.js';
 
@@ -46,8 +46,8 @@ function child(req: CompileRequest): CompilePhases {
   const t1 = performance.now();
   const sources = generatePoplar(step.module, copts);
   const generateMs = performance.now() - t1;
-  // the host program: host.cpp and its outlined layers' translation unit
-  const hostCppBytes = Buffer.byteLength(sources.files['host.cpp'] ?? '') + Buffer.byteLength(sources.files['host_layers.cpp'] ?? '');
+  // the host program: all its translation units
+  const hostCppBytes = hostUnits(sources.files).reduce((n, f) => n + Buffer.byteLength(sources.files[f]!), 0);
   if (req.out === undefined) return { loadMs: stepMs - passesMs, passesMs, generateMs, buildMs: 0, exportMs: 0, hostCppBytes, cached: false };
   // as `tilegraph compile -o` does: the initial state is drawn while the C++ builds
   const t2 = performance.now();
