@@ -35,8 +35,8 @@ poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::
   return t;
 }
 
-void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const std::string &vertex,
-                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement) {
+void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const char *vertex,
+                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement) {
   forEachRegion(g, over, [&](unsigned tile, std::size_t b, std::size_t e) {
     poplar::VertexRef v = g.addVertex(cs, vertex);
     for (const RegionField &f : fields) {
