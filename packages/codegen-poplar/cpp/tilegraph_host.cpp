@@ -103,8 +103,8 @@ void declareIoBuffers(Device &d, const std::vector<IoBufferSpec> &specs) {
 }
 
 std::vector<poplar::Tensor> callFunction(poplar::Graph &g, poplar::program::Sequence &prog, const OutlinedFunction &f,
-                                         const std::vector<poplar::Tensor> &args, const std::string &name) {
-  for (std::size_t i = 0; i < f.params.size(); ++i) prog.add(poplar::program::Copy(args[i], f.params[i]));
+                                         std::initializer_list<TensorRef> args, const char *name) {
+  for (std::size_t i = 0; i < f.params.size(); ++i) prog.add(poplar::program::Copy(args.begin()[i].t, f.params[i]));
   prog.add(poplar::program::Call(f.function, name));
   std::vector<poplar::Tensor> out;
   out.reserve(f.results.size());
@@ -116,7 +116,7 @@ std::vector<poplar::Tensor> callFunction(poplar::Graph &g, poplar::program::Sequ
 }
 
 void writeStates(Device &d, poplar::program::Sequence &prog, const std::vector<poplar::Tensor> &results,
-                 const std::vector<std::pair<std::size_t, std::size_t>> &writes) {
+                 std::initializer_list<std::pair<std::size_t, std::size_t>> writes) {
   for (const auto &w : writes) prog.add(poplar::program::Copy(results.at(w.first), d.state.at(w.second)));
 }
 

@@ -196,15 +196,33 @@ struct OutlinedFunction {
   std::vector<poplar::Tensor> results;
 };
 
+// A tensor a call passes to an outlined layer: a reference to the caller's, so that the list of
+// a call's tensors holds no copies and needs no destructors (each call compiles faster).
+struct TensorRef {
+  const poplar::Tensor &t;
+  TensorRef(const poplar::Tensor &tensor) : t(tensor) {}
+};
+
+// The tensors an outlined layer built in the caller's program reads, as in[i]: a view of the
+// call's list (`const TensorRefs in(args.begin());` at the top of the layer), valid during the call.
+class TensorRefs {
+public:
+  explicit TensorRefs(const TensorRef *first) : refs_(first) {}
+  const poplar::Tensor &operator[](std::size_t i) const { return refs_[i].t; }
+
+private:
+  const TensorRef *refs_;
+};
+
 // One occurrence of an outlined function: copies `args` into its parameter tensors, calls it and
 // returns copies of its results laid out like them (the next occurrence overwrites its own).
 std::vector<poplar::Tensor> callFunction(poplar::Graph &g, poplar::program::Sequence &prog, const OutlinedFunction &f,
-                                         const std::vector<poplar::Tensor> &args, const std::string &name);
+                                         std::initializer_list<TensorRef> args, const char *name);
 
 // The state an outlined call updated: copies results[k] into d.state[i] for each {k, i} of
 // `writes`, in order (the program's state table names each index).
 void writeStates(Device &d, poplar::program::Sequence &prog, const std::vector<poplar::Tensor> &results,
-                 const std::vector<std::pair<std::size_t, std::size_t>> &writes);
+                 std::initializer_list<std::pair<std::size_t, std::size_t>> writes);
 
 // Advances a ring buffer's counter (a scalar) modulo the ring's depth, on the counter's tile
 // (pipeline stashes).
