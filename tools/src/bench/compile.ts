@@ -49,8 +49,8 @@ const PHASES: [keyof CompilePhases, string][] = [
   ['loadMs', 'model file to graph'],
   ['passesMs', 'passes'],
   ['generateMs', 'C++ generation'],
-  ['buildMs', 'C++ build (initial state drawn meanwhile)'],
-  ['exportMs', 'export (assembling and writing the file)'],
+  ['buildMs', 'C++ build (initial state drawn and written meanwhile)'],
+  ['exportMs', 'export (the executable and header written, the file renamed)'],
 ];
 
 const totalMs = (p: CompilePhases) => p.loadMs + p.passesMs + p.generateMs + p.buildMs + p.exportMs;

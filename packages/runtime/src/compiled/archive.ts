@@ -5,7 +5,8 @@ import { crc32 } from 'node:zlib';
 import { DiagnosticError, Module, Tensor, error } from '@tilegraph/ir';
 import type { BuildPlan, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { BackendCacheStatus, BackendFactory, BackendOptions } from '../session/backend.js';
-import { CompiledBackend, CompiledBackendOptions, ExecutableImage, compileModuleSteps, initialStateSteps, tensorBytes, tensorFromBytes } from './backend.js';
+import { CompiledBackend, CompiledBackendOptions, ExecutableImage, compileModuleSteps, initialStateSteps, tensorFromBytes } from './backend.js';
+import { AtomicFile, Blob, DATA_START, FORMAT, Header, ImageWriter, MemorySink, writeInitialState, writeProblem } from './image-file.js';
 import { BuiltExecutable, buildExecutableSteps, publish, useEntry } from './build.js';
 import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, entryProblem, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 import { driveAsync, driveSyncWith } from './drive.js';
@@ -15,38 +16,66 @@ import { driveAsync, driveSyncWith } from './drive.js';
  * executable, its codelets (SDK builds), the build plan and the initial state, so a model runs
  * again without the model definition or a compiler.
  *
- * Layout (format 4): "TGEXE004", the CRC-32 (a little-endian uint32) of everything after it, a
- * little-endian uint32 header length, the JSON header (with `format: 4`), then the blobs the header
- * lists by offset and size. A state tensor whose bytes are all zero (an optimizer's moments,
- * accumulators) is listed with `zeros: true` and no blob. A damaged file fails the checksum before
+ * Layout (format 4, see image-file.ts): the magic "TGEXE004", a prefix saying where the JSON
+ * header is, the blobs it lists (each with its offset, size and CRC-32), the header last with a
+ * CRC-32 of its own. A state tensor whose bytes are all zero (an optimizer's moments,
+ * accumulators) is listed with `zeros: true` and no blob. A damaged file fails a checksum before
  * anything in it is used. CRC-32 catches every burst of damage up to 32 bits long and all but
  * one in 2^32 of other damage; a cryptographic digest would stop no deliberate alteration either
- * (the file carries its own checksum) and takes three times as long over hundreds of megabytes.
- * Format 3 (a sha256 digest in place of the CRC) and format 2 (format 3 without zero-filled
- * entries) are still read.
+ * (the file carries its own checksums) and takes three times as long over hundreds of megabytes.
+ * Format 3 (the header first, a sha256 of everything after the magic) and format 2 (format 3
+ * without zero-filled entries) are still read.
  */
 
-const FORMAT = 4;
 /** The oldest format this version reads (format 2 is format 3 without zero-filled entries). */
 const OLDEST_FORMAT = 2;
-const MAGIC = `TGEXE${String(FORMAT).padStart(3, '0')}`;
-/** Where the header length starts: the magic, then the checksum (format 4: CRC-32; 2 and 3: sha256). */
-const prefixOf = (format: number) => 8 + (format >= 4 ? 4 : 32);
+/** Formats 2 and 3: the magic, the sha256 of everything after it, the header length; the header and blobs follow. */
+const SHA_PREFIX = 40;
 /** The files an exported executable may hold. */
 const FILE_NAMES = new Set(['step', 'codelets.gp']);
 
-interface Header {
-  readonly format: number;
-  readonly plan: BuildPlan;
-  readonly files: { readonly name: string; readonly offset: number; readonly size: number; readonly executable: boolean }[];
-  readonly state: ({ readonly name: string; readonly offset: number; readonly size: number } | { readonly name: string; readonly zeros: true })[];
+/**
+ * Compiles a module and writes it to `file` (atomically): its initial state is drawn and written
+ * while the C++ builds, the executable and the header once it is built.
+ */
+export function compileAndExport(module: Module, file: string, opts: CompiledBackendOptions = {}): BackendCacheStatus {
+  const out = new AtomicFile(file);
+  try {
+    const writer = new ImageWriter(out);
+    const [built, state] = driveSyncWith(compileModuleSteps(module, opts), writeInitialState(module, writer));
+    writer.finish(built.plan, writer.files(built.dir), state);
+    out.commit();
+    return cacheStatus(built);
+  } catch (e) {
+    out.abandon();
+    throw e;
+  }
 }
 
-/** Compiles a module and writes it to `file` (written atomically). */
-export function compileAndExport(module: Module, file: string, opts: CompiledBackendOptions = {}): BackendCacheStatus {
-  const [built, init] = driveSyncWith(compileModuleSteps(module, opts), initialStateSteps(module));
-  writeExport(file, built, init);
-  return cacheStatus(built);
+/**
+ * compileAndExport of generated sources in two steps: `buildWritingState` builds them (through
+ * the executable cache) while the module's initial state is drawn and written into the file's
+ * temporary, and `finish` adds the executable and the header and renames the file into place.
+ */
+export function buildWritingState(sources: GeneratedSources, module: Module, file: string, opts: CompiledBackendOptions = {}): { built: BuiltExecutable; finish: () => void } {
+  const out = new AtomicFile(file);
+  try {
+    const writer = new ImageWriter(out);
+    const [built, state] = driveSyncWith(buildExecutableSteps(sources, opts), writeInitialState(module, writer));
+    const finish = () => {
+      try {
+        writer.finish(built.plan, writer.files(built.dir), state);
+        out.commit();
+      } catch (e) {
+        out.abandon();
+        throw e;
+      }
+    };
+    return { built, finish };
+  } catch (e) {
+    out.abandon();
+    throw e;
+  }
 }
 
 const cacheStatus = (built: BuiltExecutable): BackendCacheStatus => ({ hit: built.cached, ...(built.missReason !== undefined ? { reason: built.missReason } : {}) });
@@ -64,68 +93,16 @@ export function exportExecutable(module: Module, opts: CompiledBackendOptions = 
 }
 
 /**
- * Builds generated sources (through the executable cache) and draws the module's initial state
- * while the C++ compiles: the two slow steps of an export, side by side.
- */
-export function buildDrawingInitialState(sources: GeneratedSources, module: Module, opts: CompiledBackendOptions = {}): { built: BuiltExecutable; initial: Map<string, Tensor> } {
-  const [built, initial] = driveSyncWith(buildExecutableSteps(sources, opts), initialStateSteps(module));
-  return { built, initial };
-}
-
-/**
  * The bytes of an exported executable of a built (or loaded) executable: its folder's files and
  * plan, with `initial` as the state it starts from (whole tensors by name).
  */
 export function exportImage(built: { readonly dir: string; readonly plan: BuildPlan }, initial: ReadonlyMap<string, Tensor>): Buffer {
-  return Buffer.concat(exportParts(built, initial));
-}
-
-/** exportImage written to `file` (atomically) piece by piece: a large model's state is not copied into one buffer first. */
-export function writeExport(file: string, built: { readonly dir: string; readonly plan: BuildPlan }, initial: ReadonlyMap<string, Tensor>): void {
-  writeFileAtomic(file, exportParts(built, initial));
-}
-
-/** The pieces of an exported executable's file, in order: magic and checksum, header, blobs. */
-function exportParts(built: { readonly dir: string; readonly plan: BuildPlan }, initial: ReadonlyMap<string, Tensor>): Uint8Array[] {
-  const blobs: Uint8Array[] = [];
-  let offset = 0;
-  const add = (b: Uint8Array): { offset: number; size: number } => {
-    const r = { offset, size: b.length };
-    blobs.push(b);
-    offset += b.length;
-    return r;
-  };
-  const files = ['step', 'codelets.gp']
-    .filter((f) => fs.existsSync(path.join(built.dir, f)))
-    .map((f) => ({ name: f, executable: f === 'step', ...add(fs.readFileSync(path.join(built.dir, f))) }));
-  // whole tensors (sharded state is cut when loaded); transient working copies have no value to keep
-  const state = built.plan.state
-    .filter((s) => s.storage !== 'transient')
-    .map((s) => {
-      const bytes = tensorBytes(initial.get(s.name)!);
-      return allZero(bytes) ? { name: s.name, zeros: true as const } : { name: s.name, ...add(bytes) };
-    });
-  const header: Header = { format: FORMAT, plan: built.plan, files, state };
-  const head = Buffer.from(JSON.stringify(header), 'utf8');
-  const prefix = prefixOf(FORMAT);
-  const start = Buffer.alloc(prefix + 4);
-  start.write(MAGIC, 0, 'ascii');
-  start.writeUInt32LE(head.length, prefix);
-  let crc = crc32(head, crc32(start.subarray(prefix)));
-  for (const b of blobs) crc = crc32(b, crc);
-  start.writeUInt32LE(crc, 8);
-  return [start, head, ...blobs];
-}
-
-const ZEROS = Buffer.alloc(1 << 16);
-
-/** Whether every byte is zero (compared a chunk at a time, at memcmp's speed). */
-function allZero(b: Uint8Array): boolean {
-  for (let o = 0; o < b.length; o += ZEROS.length) {
-    const n = Math.min(ZEROS.length, b.length - o);
-    if (Buffer.compare(b.subarray(o, o + n), ZEROS.subarray(0, n)) !== 0) return false;
-  }
-  return true;
+  const sink = new MemorySink();
+  const writer = new ImageWriter(sink);
+  // the state first, then the files: the order of a file written while its executable builds
+  const state = new Map(built.plan.state.filter((s) => s.storage !== 'transient').map((s) => [s.name, writer.state(s.name, initial.get(s.name)!)]));
+  writer.finish(built.plan, writer.files(built.dir), state);
+  return sink.bytes();
 }
 
 /** Whether `data` starts as an exported executable does (of any format version). */
@@ -138,26 +115,14 @@ export function isExportedExecutable(data: Uint8Array): boolean {
  * rename, so readers never see half a file. The temporary file is removed when the write fails,
  * and a failure (no space, no permission, a read-only file system) is a diagnostic naming the file.
  */
-export function writeFileAtomic(file: string, data: string | Uint8Array | readonly Uint8Array[]): void {
+export function writeFileAtomic(file: string, data: string | Uint8Array): void {
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
-    if (typeof data === 'string' || data instanceof Uint8Array) fs.writeFileSync(tmp, data, { flag: 'wx' });
-    else writeParts(tmp, data);
+    fs.writeFileSync(tmp, data, { flag: 'wx' });
     fs.renameSync(tmp, file);
   } catch (e) {
     fs.rmSync(tmp, { force: true });
-    if ((e as NodeJS.ErrnoException).code === undefined) throw e;
-    throw new DiagnosticError(error(`cannot write ${file}: ${(e as Error).message.replace(/^[A-Z]+: /, '')}`, undefined, ['check the path, its permissions and the free space']));
-  }
-}
-
-/** Writes the pieces one after another into a new file. */
-function writeParts(file: string, parts: readonly Uint8Array[]): void {
-  const fd = fs.openSync(file, 'wx');
-  try {
-    for (const p of parts) for (let at = 0; at < p.length; ) at += fs.writeSync(fd, p, at, p.length - at);
-  } finally {
-    fs.closeSync(fd);
+    throw writeProblem(file, e);
   }
 }
 
@@ -195,24 +160,37 @@ export function loadExecutableBytes(data: Buffer, file: string, opts: { cacheDir
   const format = Number(version[1]);
   if (format < OLDEST_FORMAT) throw bad(`format ${format}, written by an older tilegraph without a checksum`, 're-export it with this version (`tilegraph compile -o` or compileAndExport)');
   if (format > FORMAT) throw bad(`format ${format}, written by a newer tilegraph; this one reads format ${FORMAT}`, 'load it with that version, or re-export it with this one');
-  const prefix = prefixOf(format);
-  if (data.length < prefix + 4) throw bad('truncated header');
-  const intact = format >= 4 ? crc32(data.subarray(prefix)) === data.readUInt32LE(8) : createHash('sha256').update(data.subarray(prefix)).digest().equals(data.subarray(8, prefix));
-  if (!intact) throw bad('its checksum does not match: the file is damaged or was altered');
-  const headLen = data.readUInt32LE(prefix);
-  const base = prefix + 4 + headLen;
-  if (base > data.length) throw bad('truncated header');
+  let base: number;
+  let head: Buffer;
+  if (format >= 4) {
+    if (data.length < DATA_START) throw bad('truncated header');
+    const at = Number(data.readBigUInt64LE(16));
+    const length = data.readUInt32LE(12);
+    if (at < DATA_START || at + length > data.length) throw bad('truncated header');
+    head = data.subarray(at, at + length);
+    if (crc32(head) !== data.readUInt32LE(8)) throw bad('its checksum does not match: the file is damaged or was altered');
+    base = DATA_START;
+  } else {
+    if (data.length < SHA_PREFIX + 4) throw bad('truncated header');
+    if (!createHash('sha256').update(data.subarray(SHA_PREFIX)).digest().equals(data.subarray(8, SHA_PREFIX))) throw bad('its checksum does not match: the file is damaged or was altered');
+    base = SHA_PREFIX + 4 + data.readUInt32LE(SHA_PREFIX);
+    if (base > data.length) throw bad('truncated header');
+    head = data.subarray(SHA_PREFIX + 4, base);
+  }
   let header: Header;
   try {
-    header = JSON.parse(data.subarray(prefix + 4, base).toString('utf8')) as Header;
+    header = JSON.parse(head.toString('utf8')) as Header;
   } catch {
     throw bad('unreadable header');
   }
   if (typeof header !== 'object' || header === null || header.format !== format) throw bad(`header format ${JSON.stringify((header as Header | null)?.format)}, expected ${format}`);
   if (!Array.isArray(header.files) || !Array.isArray(header.state) || typeof header.plan !== 'object' || header.plan === null || !Array.isArray(header.plan.state)) throw bad('incomplete header');
-  const blob = (b: { offset: number; size: number }): Buffer => {
+  const blob = (b: Blob): Buffer => {
     if (!Number.isSafeInteger(b.offset) || !Number.isSafeInteger(b.size) || b.offset < 0 || b.size < 0 || base + b.offset + b.size > data.length) throw bad('a blob lies outside the file');
-    return data.subarray(base + b.offset, base + b.offset + b.size);
+    const bytes = data.subarray(base + b.offset, base + b.offset + b.size);
+    // format 4: each blob has a checksum of its own (formats 2 and 3 checked the whole file)
+    if (format >= 4 && crc32(bytes) !== b.crc) throw bad('its checksum does not match: the file is damaged or was altered');
+    return bytes;
   };
   const names = new Set<string>();
   for (const f of header.files) {
