@@ -47,7 +47,7 @@ describe('per-tile memory plan', () => {
     const { plan } = generatePoplar(moduleOf(b));
     // mapped from tile 0 every time, tile 0 would hold all 400 × 16 bytes
     expect(plan.memory.perIpu[0]!.maxTileAlwaysLive).toBeLessThan(400 * 16);
-    const offsets = [...generatePoplar(moduleOf(b)).files['host.cpp'].matchAll(/\{"b\d+", poplar::FLOAT, \{4\}, 0, (\d+), kOnChip\}/g)].map((m) => Number(m[1]));
+    const offsets = [...generatePoplar(moduleOf(b)).files['host.cpp'].matchAll(/\{"b\d+", \d+, \d+, 0, (\d+), kOnChip\}/g)].map((m) => Number(m[1]));
     expect(offsets.slice(0, 3)).toEqual([0, 1, 2]);
     expect(new Set(offsets).size).toBe(400);
   });
