@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -157,7 +158,15 @@ test('the state drawn into a file while a build runs: the bytes exportImage give
   ]);
   const module = { name: 'archive-test', graphs: new Map(), program: { kind: 'sequence', body: [] }, replicationFactor: 1, variables: vars } as unknown as Module;
   const file = path.join(tmp, 'streamed.tgexe');
+  // the temporary file of a writer that was killed (its process gone) is removed; a live one's is not
+  const gone = spawnSync(process.execPath, ['-e', '']).pid!;
+  const orphan = path.join(tmp, `.streamed.tgexe.${gone}.0123abcd.tmp`);
+  const live = path.join(tmp, `.streamed.tgexe.${process.pid}.0123abcd.tmp`);
+  fs.writeFileSync(orphan, 'left by a killed export');
+  fs.writeFileSync(live, 'being written');
   const out = new AtomicFile(file);
+  expect([fs.existsSync(orphan), fs.existsSync(live)]).toEqual([false, true]);
+  fs.rmSync(live);
   const writer = new ImageWriter(out);
   const state = runToEnd(writeInitialState(module, writer));
   writer.finish(plan, writer.files(dir), state);

@@ -70,6 +70,7 @@ export class AtomicFile implements ImageSink {
 
   constructor(private readonly file: string) {
     this.tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+    removeOrphans(file);
     this.fd = this.io(() => fs.openSync(this.tmp, 'wx'));
   }
 
@@ -118,6 +119,39 @@ export class AtomicFile implements ImageSink {
       this.abandon();
       throw writeProblem(this.file, e);
     }
+  }
+}
+
+/**
+ * Removes the temporary files of earlier writes of `file` whose process has gone (killed while
+ * its C++ built, say): their names carry the writer's process id.
+ */
+function removeOrphans(file: string): void {
+  const prefix = `.${path.basename(file)}.`;
+  let names: string[];
+  try {
+    names = fs.readdirSync(path.dirname(file));
+  } catch {
+    return; // the open that follows reports the folder's problem
+  }
+  for (const name of names) {
+    const m = name.startsWith(prefix) ? /^(\d+)\.[0-9a-f]{8}\.tmp$/.exec(name.slice(prefix.length)) : null;
+    if (!m || alive(Number(m[1]))) continue;
+    try {
+      fs.rmSync(path.join(path.dirname(file), name), { force: true });
+    } catch {
+      // another writer's to remove
+    }
+  }
+}
+
+/** Whether a process with this id runs (one of another user counts as running). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
