@@ -9,7 +9,7 @@ import { CompiledBackend, CompiledBackendOptions, ExecutableImage, compileModule
 import { AtomicFile, Blob, DATA_START, FORMAT, Header, ImageWriter, MemorySink, writeInitialState, writeProblem } from './image-file.js';
 import { BuiltExecutable, buildExecutableSteps, publish, useEntry } from './build.js';
 import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, entryProblem, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
-import { driveAsync, driveSyncWith } from './drive.js';
+import { Waiting, driveAsync, driveSyncWith } from './drive.js';
 
 /**
  * Exported executables (PopTorch's compileAndExport / loadExecutable): one file holding the
@@ -39,43 +39,41 @@ const FILE_NAMES = new Set(['step', 'codelets.gp']);
  * while the C++ builds, the executable and the header once it is built.
  */
 export function compileAndExport(module: Module, file: string, opts: CompiledBackendOptions = {}): BackendCacheStatus {
-  const out = new AtomicFile(file);
-  try {
-    const writer = new ImageWriter(out);
-    const [built, state] = driveSyncWith(compileModuleSteps(module, opts), writeInitialState(module, writer));
-    writer.finish(built.plan, writer.files(built.dir), state);
-    out.commit();
-    return cacheStatus(built);
-  } catch (e) {
-    out.abandon();
-    throw e;
-  }
+  const { built, finish } = exportWhileBuilding(compileModuleSteps(module, opts), module, file);
+  finish();
+  return cacheStatus(built);
 }
 
 /**
- * compileAndExport of generated sources in two steps: `buildWritingState` builds them (through
- * the executable cache) while the module's initial state is drawn and written into the file's
- * temporary, and `finish` adds the executable and the header and renames the file into place.
+ * compileAndExport of generated sources in two steps: this builds them (through the executable
+ * cache) while the module's initial state is drawn and written into the file's temporary, and
+ * `finish` adds the executable and the header and renames the file into place.
  */
 export function buildWritingState(sources: GeneratedSources, module: Module, file: string, opts: CompiledBackendOptions = {}): { built: BuiltExecutable; finish: () => void } {
+  return exportWhileBuilding(buildExecutableSteps(sources, opts), module, file);
+}
+
+function exportWhileBuilding(build: Waiting<BuiltExecutable>, module: Module, file: string): { built: BuiltExecutable; finish: () => void } {
   const out = new AtomicFile(file);
-  try {
+  // the temporary file goes on any failure, in the build or in finishing the file
+  const orRemove = <T>(f: () => T): T => {
+    try {
+      return f();
+    } catch (e) {
+      out.abandon();
+      throw e;
+    }
+  };
+  return orRemove(() => {
     const writer = new ImageWriter(out);
-    const [built, state] = driveSyncWith(buildExecutableSteps(sources, opts), writeInitialState(module, writer));
-    const finish = () => {
-      try {
+    const [built, state] = driveSyncWith(build, writeInitialState(module, writer));
+    const finish = () =>
+      orRemove(() => {
         writer.finish(built.plan, writer.files(built.dir), state);
         out.commit();
-      } catch (e) {
-        out.abandon();
-        throw e;
-      }
-    };
+      });
     return { built, finish };
-  } catch (e) {
-    out.abandon();
-    throw e;
-  }
+  });
 }
 
 const cacheStatus = (built: BuiltExecutable): BackendCacheStatus => ({ hit: built.cached, ...(built.missReason !== undefined ? { reason: built.missReason } : {}) });
