@@ -2,7 +2,7 @@ import { jest } from '@jest/globals';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Options, loadModelFile } from '@tilegraph/frontend';
-import { generatePoplar } from '@tilegraph/codegen-poplar';
+import { generatePoplar, hostUnits } from '@tilegraph/codegen-poplar';
 import { Graph, Module, Rng, Tensor } from '@tilegraph/ir';
 import { StepSettings, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
 import { CompiledBackend, compileOptionsFrom, stepSettingsFrom } from '@tilegraph/runtime';
@@ -25,10 +25,10 @@ function encoder(layers: number): Module {
   return buildInferenceModule(g, SETTINGS);
 }
 
-/** The host program: host.cpp and, with outlined layers, host_layers.cpp (their bodies; host.cpp declares them). */
+/** The host program: all its translation units (host.cpp declares what the others define). */
 const hostCode = (m: Module, outline: boolean) => {
   const f = generatePoplar(m, { outline, allowOutOfMemory: true }).files;
-  return f['host.cpp'] + (f['host_layers.cpp'] ?? '');
+  return hostUnits(f).map((u) => f[u]).join('');
 };
 /** The outlined bodies in a host program, by mode (function: a poplar::Function; builder: host code only). */
 const bodies = (host: string, mode: 'function' | 'builder') => (host.match(mode === 'function' ? /^OutlinedFunction layer_\d+\(.*\) \{$/gm : /^std::vector<poplar::Tensor> layer_\d+\(.*\) \{$/gm) ?? []).length;
@@ -111,6 +111,22 @@ describe('outlining', () => {
     expect(sameIpu.map((m) => m[0])).toEqual([]);
     // the layers of all four IPUs share their code
     expect(twelve.length).toBeLessThanOrEqual(1.5 * training(2).length);
+  });
+
+  it("builds the largest graph, when large, in host_graph.cpp: host.cpp declares its builder, which gets only the constant data it reads", () => {
+    const g = loadModelFile(path.join(EXAMPLES, 'bert.tg'), { args: { layers: 12, ipus: 4, d_model: 64, heads: 4, ff: 128, seq: 16 } });
+    const f = generatePoplar(buildTrainingModule(g, stepSettingsFrom(new Options()), makeOptimizer('Adam', { lr: 1e-4 })).module, { allowOutOfMemory: true }).files;
+    expect(hostUnits(f)).toEqual(['host.cpp', 'host_graph.cpp', 'host_layers.cpp']);
+    const builder = /^poplar::program::Sequence (graph_\w+Build)\(Device &d\) \{$/m.exec(f['host_graph.cpp']!)![1]!;
+    expect(f['host.cpp']).toContain(`namespace tilegraph_graphs {\nusing namespace tilegraph;\npoplar::program::Sequence ${builder}(Device &d);\n}`);
+    expect(f['host.cpp']).not.toContain(`poplar::program::Sequence ${builder}(Device &d) {`);
+    expect(f['host.cpp']).toContain(`= ${builder}(d);`);
+    // it is the largest graph's, and large
+    const others = [...f['host.cpp'].matchAll(/^poplar::program::Sequence graph_\w+Build\(Device &d\) \{$[^]*?^\}$/gm)].map((m) => m[0].length);
+    const own = /^poplar::program::Sequence graph_\w+Build\(Device &d\) \{$[^]*?^\}$/m.exec(f['host_graph.cpp']!)![0].length;
+    expect(own).toBeGreaterThanOrEqual(32 * 1024);
+    for (const n of others) expect(n).toBeLessThanOrEqual(own);
+    for (const [, name] of f['host_graph.cpp']!.matchAll(/^const [^=[]*?(\w+)\[\d+\] = \{$/gm)) expect(f['host_graph.cpp']!.split(name!).length).toBeGreaterThan(2);
   });
 
   it('trains a transformer over 2 IPUs to the same bits as without it, the updates of IPU 1 calling builders first lowered on IPU 0', () => {

@@ -25,7 +25,8 @@ import {
   shapesEqual,
 } from '@tilegraph/ir';
 import { ALIAS_OPS, GenerateOptions, GraphEmitter, HostFunctionInfo, ModuleContext, OutputInfo, StateInfo, StreamInfo, deviceIpus, shapeLiteral } from './context.js';
-import { HOST_INCLUDES, HOST_SUPPORT_FILES, HostNumerics, OUTLINED_FILE, hostMain } from './host.js';
+import { GRAPH_FILE, HOST_INCLUDES, HOST_SUPPORT_FILES, HostNumerics, OUTLINED_FILE, hostMain } from './host.js';
+import { GRAPH_UNIT_BYTES, graphUnit, outlinedLayersUnit } from './units.js';
 import { Allocation, GC200, MemoryReport } from './memory.js';
 import { fitProblems, planMemory } from './plan.js';
 import { generateDeclare, hostFunctionTable, sizeTable } from './declare.js';
@@ -69,7 +70,7 @@ export interface BuildPlan {
 }
 
 export interface GeneratedSources {
-  readonly files: { readonly 'codelets.cpp': string; readonly 'host.cpp': string; readonly 'host_layers.cpp'?: string; readonly 'tilegraph_host.hpp': string; readonly 'tilegraph_host.cpp': string; readonly 'plan.json': string };
+  readonly files: { readonly 'codelets.cpp': string; readonly 'host.cpp': string; readonly 'host_graph.cpp'?: string; readonly 'host_layers.cpp'?: string; readonly 'tilegraph_host.hpp': string; readonly 'tilegraph_host.cpp': string; readonly 'plan.json': string };
   readonly plan: BuildPlan;
   /** Out-of-memory diagnostics, one per IPU that does not fit (only with allowOutOfMemory; else thrown). */
   readonly memoryProblems: readonly Diagnostic[];
@@ -669,17 +670,22 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     `constexpr int kIpuId = ${opts.device?.ipuId ?? -1};`,
     `constexpr const char *kSyncConfiguration = "${({ full: '', single_pipeline: 'ipuAndAll', replica_and_ladder: 'intraReplicaAndLadder' } as const)[opts.device?.syncPattern ?? 'full']}";`,
   ];
-  // Outlined bodies go to a translation unit of their own, which builds beside host.cpp.
-  const layers = mc.functionBodies.length > 0 ? outlinedLayersFile(header, constants, mc.fileScope, mc.functionBodies) : undefined;
+  // Outlined bodies, and the largest graph's builder when it is large, go to translation units of
+  // their own, which build beside host.cpp.
+  const layers = mc.functionBodies.length > 0 ? outlinedLayersUnit(header, constants, mc.fileScope, mc.functionBodies) : undefined;
+  const largest = graphCode.reduce<number | undefined>((best, c, i) => (c.length >= GRAPH_UNIT_BYTES && (best === undefined || c.length > graphCode[best]!.length) ? i : best), undefined);
+  const graph = largest !== undefined ? graphUnit(header, constants, mc.fileScope, `poplar::program::Sequence ${[...graphFns.values()][largest]!}Build(Device &d)`, graphCode[largest]!, layers) : undefined;
   const host = [
     header,
     HOST_INCLUDES,
     '',
     ...(layers ? [layers.prototypes, ''] : []),
+    ...(graph ? [graph.prototypes, ''] : []),
     'namespace {',
     '',
     'using namespace tilegraph;',
     ...(layers ? ['using namespace tilegraph_layers;'] : []),
+    ...(graph ? ['using namespace tilegraph_graphs;'] : []),
     '',
     ...constants,
     '// bytes per run (all replicas) of each stream (the state\'s sizes and storage are in kStateRows)',
@@ -692,8 +698,7 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     '',
     declare,
     '',
-    ...(layers ? [] : mc.functionBodies.map((c) => `${c.text}\n`)),
-    ...graphCode.map((c) => `${c}\n`),
+    ...graphCode.filter((_, i) => i !== largest).map((c) => `${c}\n`),
     program,
     '',
     '} // namespace',
@@ -708,7 +713,7 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     module: module.name,
     replicationFactor: R,
     ipus,
-    files: ['codelets.cpp', 'host.cpp', ...(layers ? [OUTLINED_FILE] : []), 'tilegraph_host.cpp'],
+    files: ['codelets.cpp', 'host.cpp', ...(graph ? [GRAPH_FILE] : []), ...(layers ? [OUTLINED_FILE] : []), 'tilegraph_host.cpp'],
     vertices: mc.codelets.vertexNames(),
     inputs,
     outputs,
@@ -719,32 +724,5 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     program: module.program,
     memory: memory.report,
   };
-  return { files: { 'codelets.cpp': codelets, 'host.cpp': host, ...(layers ? { [OUTLINED_FILE]: layers.text } : {}), ...HOST_SUPPORT_FILES, 'plan.json': `${JSON.stringify(plan, null, 2)}\n` }, plan, memoryProblems, allocations: mc.memory.buffers };
-}
-
-/**
- * host_layers.cpp: the outlined bodies, with the constants they may read, in a namespace of their
- * own (host.cpp's are file-local); and their declarations for host.cpp.
- */
-function outlinedLayersFile(header: string, constants: readonly string[], fileScope: readonly string[], bodies: readonly { readonly signature: string; readonly text: string }[]): { text: string; prototypes: string } {
-  const text = [
-    header.replace(/: do not edit\.$/, ', its outlined layers (declared in host.cpp): do not edit.'),
-    HOST_INCLUDES,
-    '',
-    'namespace {',
-    'using namespace tilegraph;',
-    ...constants,
-    '',
-    ...fileScope.map((x) => `${x}\n`),
-    '} // namespace',
-    '',
-    'namespace tilegraph_layers {',
-    'using namespace tilegraph;',
-    '',
-    ...bodies.map((c) => `${c.text}\n`),
-    '} // namespace tilegraph_layers',
-    '',
-  ].join('\n');
-  const prototypes = ['// the outlined layers, in host_layers.cpp', 'namespace tilegraph_layers {', 'using namespace tilegraph;', ...bodies.map((b) => `${b.signature};`), '} // namespace tilegraph_layers'].join('\n');
-  return { text, prototypes };
+  return { files: { 'codelets.cpp': codelets, 'host.cpp': host, ...(graph ? { [GRAPH_FILE]: graph.text } : {}), ...(layers ? { [OUTLINED_FILE]: layers.text } : {}), ...HOST_SUPPORT_FILES, 'plan.json': `${JSON.stringify(plan, null, 2)}\n` }, plan, memoryProblems, allocations: mc.memory.buffers };
 }

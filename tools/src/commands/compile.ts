@@ -21,7 +21,7 @@ import { EXPLAIN_CACHE_FLAG, cacheJson, cacheNote } from '../flags.js';
 export function registerCompile(program: Command): void {
   const cmd = program.command('compile').description('compile a model to Poplar C++ (--emit-cpp DIR) and/or to an exported executable (-o FILE)');
   registerStepFlags(cmd)
-    .option('--emit-cpp <dir>', 'write codelets.cpp, host.cpp (and host_layers.cpp with outlined layers), the host support library (tilegraph_host.hpp and .cpp) and plan.json into this folder')
+    .option('--emit-cpp <dir>', 'write codelets.cpp, host.cpp (and host_graph.cpp, host_layers.cpp for a large program), the host support library (tilegraph_host.hpp and .cpp) and plan.json into this folder')
     .option('-o, --output <file>', 'build and write the executable (with its plan and initial state)')
     .option('--force', 'let --emit-cpp write into a folder that holds other files')
     .option('--no-progress', 'no progress bar while the executable is built')

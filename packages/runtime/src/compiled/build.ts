@@ -436,7 +436,15 @@ function emulationObjects(
   const hosts = hostFiles.map((f) => objectEntry(cacheDir, f, [t.version, JSON.stringify(COMPILE_FLAGS.host), path.basename(support.dir), compiledText(sources.files[f]!)]));
   const registry = objectEntry(cacheDir, 'codelets_registry.cpp', [t.version, JSON.stringify(COMPILE_FLAGS.codelets), path.basename(lib.dir), compiledText(sources.files['codelets.cpp'])]);
   const all = [...hosts, registry];
-  const missing = new Map(all.filter((o) => !useEntry(o.dir, o.expect, 'compiled object', warn)).map((o) => [o, path.join(at, path.basename(o.dir))]));
+  // the longest compiles start first, so that the cores finish together: the registry (codelets
+  // at -O2), then the host program's units, largest first
+  const bySize = (o: ObjectEntry) => (o === registry ? Infinity : sources.files[o.file as ReturnType<typeof hostUnits>[number]]!.length);
+  const missing = new Map(
+    all
+      .filter((o) => !useEntry(o.dir, o.expect, 'compiled object', warn))
+      .sort((a, b) => bySize(b) - bySize(a))
+      .map((o) => [o, path.join(at, path.basename(o.dir))]),
+  );
   const first: Job[] = [];
   const second: Job[] = [];
   const builtObject = (o: ObjectEntry) => path.join(missing.get(o)!, path.basename(o.object));
