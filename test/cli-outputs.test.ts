@@ -58,6 +58,18 @@ describe('output paths', () => {
     expect(run('compile', model, '--emit-cpp', again).code).toBe(0);
     expect(run('compile', model, '--emit-cpp', again).code).toBe(0);
   });
+
+  test('--emit-cpp of a model with outlined layers writes host_layers.cpp, names every host unit in the SDK command, and writes the folder again', () => {
+    const dir = path.join(tmp, 'layers');
+    const bert = ['compile', 'examples/bert.tg', '--arg', 'layers=3', '--arg', 'ipus=1', '--arg', 'd_model=16', '--arg', 'heads=2', '--arg', 'ff=32', '--arg', 'seq=4', '--emit-cpp', dir];
+    const first = run(...bert);
+    expect(first.code).toBe(0);
+    expect(fs.readdirSync(dir)).toContain('host_layers.cpp');
+    const units = fs.readdirSync(dir).filter((f) => /^host.*\.cpp$/.test(f));
+    expect(units).toEqual(expect.arrayContaining(['host.cpp', 'host_layers.cpp']));
+    expect(/g\+\+ -std=c\+\+17 (.*) tilegraph_host\.cpp -o step/.exec(first.out)?.[1]?.split(' ').sort()).toEqual(units.sort());
+    expect(run(...bert).code).toBe(0);
+  });
 });
 
 describe('flag values', () => {

@@ -1,6 +1,6 @@
 import { jest } from '@jest/globals';
 import { compileModelSource } from '@tilegraph/frontend';
-import { generatePoplar } from '@tilegraph/codegen-poplar';
+import { generatePoplar, hostUnits } from '@tilegraph/codegen-poplar';
 import { Graph } from '@tilegraph/ir';
 import { StepSettings, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
 import { CompiledBackend, ModuleInterpreter, runGraph } from '@tilegraph/runtime';
@@ -129,8 +129,8 @@ describe('for_loop on the device', () => {
     );
     const m = buildInferenceModule(g, SETTINGS);
     const files = generatePoplar(m, { allowOutOfMemory: true }).files;
-    // the outlined layer (and the loop in it) is in host_layers.cpp, its calls in host.cpp
-    const host = files['host.cpp'] + (files['host_layers.cpp'] ?? '');
+    // the outlined layer (and the loop in it) is in host_layers.cpp, its calls in the graph's builder
+    const host = hostUnits(files).map((u) => files[u]).join('');
     expect(count(host, /poplar::program::Repeat\(3, /g)).toBe(1);
     expect(count(host, /= layer_0\(d, /g)).toBe(3);
     const feeds = { x: [randomTensor('float32', [4, 8], 21)] };

@@ -2,8 +2,8 @@ import { jest } from '@jest/globals';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Options, loadModelFile } from '@tilegraph/frontend';
-import { generatePoplar } from '@tilegraph/codegen-poplar';
-import { Module, Rng, Tensor } from '@tilegraph/ir';
+import { generatePoplar, hostUnits } from '@tilegraph/codegen-poplar';
+import { Graph, Module, Rng, Tensor } from '@tilegraph/ir';
 import { StepSettings, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
 import { CompiledBackend, compileOptionsFrom, stepSettingsFrom } from '@tilegraph/runtime';
 import { sameBits } from './support/trainable.js';
@@ -25,10 +25,10 @@ function encoder(layers: number): Module {
   return buildInferenceModule(g, SETTINGS);
 }
 
-/** The host program: host.cpp and, with outlined layers, host_layers.cpp (their bodies; host.cpp declares them). */
+/** The host program: all its translation units (host.cpp declares what the others define). */
 const hostCode = (m: Module, outline: boolean) => {
   const f = generatePoplar(m, { outline, allowOutOfMemory: true }).files;
-  return f['host.cpp'] + (f['host_layers.cpp'] ?? '');
+  return hostUnits(f).map((u) => f[u]).join('');
 };
 /** The outlined bodies in a host program, by mode (function: a poplar::Function; builder: host code only). */
 const bodies = (host: string, mode: 'function' | 'builder') => (host.match(mode === 'function' ? /^OutlinedFunction layer_\d+\(.*\) \{$/gm : /^std::vector<poplar::Tensor> layer_\d+\(.*\) \{$/gm) ?? []).length;
@@ -41,6 +41,35 @@ function trainedEncoder(ipus: number, recomputation: number, outline: boolean) {
   o._Popart.set('autoRecomputation', recomputation);
   const module = buildTrainingModule(g, stepSettingsFrom(o), makeOptimizer('Adam', { lr: 1e-4 })).module;
   return generatePoplar(module, { outline, allowOutOfMemory: true }).plan.memory;
+}
+
+/** Runs `module` compiled with and without outlining on the same random feeds: every output and state the same bits. */
+function expectSameBits(g: Graph, module: Module, runs: number): void {
+  const outlined = CompiledBackend.compile(module, { seed: 3, showProgress: false });
+  const inline = CompiledBackend.compile(module, { seed: 3, showProgress: false, outline: false });
+  const rng = new Rng(11);
+  const problems: string[] = [];
+  try {
+    for (let run = 0; run < runs; run++) {
+      const feeds: Record<string, Tensor[]> = {};
+      for (const op of g.inputs()) {
+        const t = op.result.type;
+        const n = t.shape.reduce((a, b) => a * b, 1);
+        feeds[op.attrs['name'] as string] = [Tensor.from(t.dtype, t.shape, Array.from({ length: n }, () => (t.dtype === 'int32' ? rng.nextU32() % 5 : rng.normal())))];
+      }
+      const a = outlined.run(feeds);
+      const b = inline.run(feeds);
+      for (const [name, ts] of Object.entries(b)) ts.forEach((t, k) => sameBits(a[name]![k]!, t) || problems.push(`run ${run} ${name}#${k}`));
+      for (const name of module.variables.keys()) {
+        const sa = outlined.read(name);
+        inline.read(name).forEach((t, r) => sameBits(sa[r]!, t) || problems.push(`run ${run} ${name}@${r}`));
+      }
+    }
+  } finally {
+    outlined.dispose();
+    inline.dispose();
+  }
+  expect(problems).toEqual([]);
 }
 
 describe('outlining', () => {
@@ -66,6 +95,47 @@ describe('outlining', () => {
     expect(twelve).toMatch(/writeStates\(d, prog, r\d+, \{\{\d+, \d+\}, \{/);
     expect(twelve).not.toMatch(/Copy\(r\d+\[\d+\], d\.state\[/);
     expect(twelve.length).toBeLessThanOrEqual(1.5 * two.length);
+  });
+
+  it('reads the results of a layer called on another IPU than its first occurrence where it ran', () => {
+    const training = (layers: number) => {
+      const g = loadModelFile(path.join(EXAMPLES, 'bert.tg'), { args: { layers, ipus: 4, d_model: 64, heads: 4, ff: 128, seq: 16 } });
+      return hostCode(buildTrainingModule(g, stepSettingsFrom(new Options()), makeOptimizer('Adam', { lr: 1e-4 })).module, true);
+    };
+    const twelve = training(12);
+    const callIpu = new Map([...twelve.matchAll(/const auto (r\d+) = layer_\d+\(d, d\.ipu\[(\d+)\]/g)].map((m) => [m[1]!, m[2]!]));
+    const madeIpu = new Map([...twelve.matchAll(/poplar::Tensor (u\d+) = newTensor\(d\.ipu\[(\d+)\]/g)].map((m) => [m[1]!, m[2]!]));
+    expect(new Set(callIpu.values()).size).toBe(4);
+    // a copy of a call's result onto the IPU the call ran on would be a copy of the tensor to itself
+    const sameIpu = [...twelve.matchAll(/Copy\((r\d+)\[\d+\], (u\d+)\)/g)].filter((m) => callIpu.get(m[1]!) === madeIpu.get(m[2]!));
+    expect(sameIpu.map((m) => m[0])).toEqual([]);
+    // the layers of all four IPUs share their code
+    expect(twelve.length).toBeLessThanOrEqual(1.5 * training(2).length);
+  });
+
+  it("builds the largest graph, when large, in host_graph.cpp: host.cpp declares its builder, which gets only the constant data it reads", () => {
+    const g = loadModelFile(path.join(EXAMPLES, 'bert.tg'), { args: { layers: 12, ipus: 4, d_model: 64, heads: 4, ff: 128, seq: 16 } });
+    const f = generatePoplar(buildTrainingModule(g, stepSettingsFrom(new Options()), makeOptimizer('Adam', { lr: 1e-4 })).module, { allowOutOfMemory: true }).files;
+    expect(hostUnits(f)).toEqual(['host.cpp', 'host_graph.cpp', 'host_layers.cpp']);
+    const builder = /^poplar::program::Sequence (graph_\w+Build)\(Device &d\) \{$/m.exec(f['host_graph.cpp']!)![1]!;
+    expect(f['host.cpp']).toContain(`namespace tilegraph_graphs {\nusing namespace tilegraph;\npoplar::program::Sequence ${builder}(Device &d);\n}`);
+    expect(f['host.cpp']).not.toContain(`poplar::program::Sequence ${builder}(Device &d) {`);
+    expect(f['host.cpp']).toContain(`= ${builder}(d);`);
+    // it is the largest graph's, and large
+    const others = [...f['host.cpp'].matchAll(/^poplar::program::Sequence graph_\w+Build\(Device &d\) \{$[^]*?^\}$/gm)].map((m) => m[0].length);
+    const own = /^poplar::program::Sequence graph_\w+Build\(Device &d\) \{$[^]*?^\}$/m.exec(f['host_graph.cpp']!)![0].length;
+    expect(own).toBeGreaterThanOrEqual(32 * 1024);
+    for (const n of others) expect(n).toBeLessThanOrEqual(own);
+    for (const [, name] of f['host_graph.cpp']!.matchAll(/^const [^=[]*?(\w+)\[\d+\] = \{$/gm)) expect(f['host_graph.cpp']!.split(name!).length).toBeGreaterThan(2);
+  });
+
+  it('trains a transformer over 2 IPUs to the same bits as without it, the updates of IPU 1 calling builders first lowered on IPU 0', () => {
+    const g = loadModelFile(path.join(EXAMPLES, 'transformer.tg'), { args: { layers: 2, per_ipu: 1, seq: 8, d_model: 8, heads: 2 } });
+    const module = buildTrainingModule(g, SETTINGS, makeOptimizer('Adam', { lr: 0.01 })).module;
+    const host = hostCode(module, true);
+    const ipus = [...host.matchAll(/= layer_\d+\(d, d\.ipu\[(\d+)\]/g)].map((m) => m[1]);
+    expect(new Set(ipus)).toEqual(new Set(['0', '1']));
+    expectSameBits(g, module, 2);
   });
 
   it('leaves a graph without repeated layers alone', () => {
@@ -102,30 +172,6 @@ describe('outlining', () => {
     const host = hostCode(module, true);
     expect(bodies(host, 'function')).toBe(2);
     expect(bodies(host, 'builder')).toBeGreaterThanOrEqual(1);
-    const outlined = CompiledBackend.compile(module, { seed: 3, showProgress: false });
-    const inline = CompiledBackend.compile(module, { seed: 3, showProgress: false, outline: false });
-    const rng = new Rng(11);
-    const problems: string[] = [];
-    try {
-      for (let run = 0; run < 2; run++) {
-        const feeds: Record<string, Tensor[]> = {};
-        for (const op of g.inputs()) {
-          const t = op.result.type;
-          const n = t.shape.reduce((a, b) => a * b, 1);
-          feeds[op.attrs['name'] as string] = [Tensor.from(t.dtype, t.shape, Array.from({ length: n }, () => (t.dtype === 'int32' ? rng.nextU32() % 5 : rng.normal())))];
-        }
-        const a = outlined.run(feeds);
-        const b = inline.run(feeds);
-        for (const [name, ts] of Object.entries(b)) ts.forEach((t, k) => sameBits(a[name]![k]!, t) || problems.push(`run ${run} ${name}#${k}`));
-        for (const name of module.variables.keys()) {
-          const sa = outlined.read(name);
-          inline.read(name).forEach((t, r) => sameBits(sa[r]!, t) || problems.push(`run ${run} ${name}@${r}`));
-        }
-      }
-    } finally {
-      outlined.dispose();
-      inline.dispose();
-    }
-    expect(problems).toEqual([]);
+    expectSameBits(g, module, 2);
   });
 });

@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
-import { GenerateOptions, generatePoplar } from '@tilegraph/codegen-poplar';
+import { GenerateOptions, generatePoplar, hostUnits } from '@tilegraph/codegen-poplar';
 import { ExecutionStrategy, Liveness, ModelBuilder, Options, ParallelPhasedExecution, Phase, PipelineSchedule, PipelinedExecution, SerialPhasedExecution, ShardedExecution, TensorLocationSettings, compileModelSource, loadModelFile } from '@tilegraph/frontend';
 import { DEVICE_DTYPES, Graph, Module } from '@tilegraph/ir';
 import { DEFAULT_STEP, OptimizerType, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
@@ -252,9 +252,8 @@ export async function runApiCheck(cases: readonly CppCase[], dir: string, contro
     const caseDir = path.join(dir, String(i).padStart(3, '0'));
     fs.mkdirSync(caseDir, { recursive: true });
     // the host support library (the same for every case) is checked like a host program
-    for (const file of ['host.cpp', 'host_layers.cpp', 'codelets.cpp', 'tilegraph_host.cpp']) {
-      const text = files[file];
-      if (text === undefined) continue; // host_layers.cpp: only with outlined layers
+    for (const file of [...hostUnits(files), 'codelets.cpp', 'tilegraph_host.cpp']) {
+      const text = files[file]!;
       const hash = createHash('sha256').update(text).digest('hex');
       let p = byHash.get(hash);
       if (!p) {

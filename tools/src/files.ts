@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { GENERATED_FILES } from '@tilegraph/codegen-poplar';
 import { writeFileAtomic } from '@tilegraph/runtime';
 import { fileKind, realOrResolved, specialTreeOf } from '@tilegraph/frontend';
 import { UsageError } from './diagnostics.js';
@@ -75,7 +76,7 @@ export function checkInputFile(file: string, what: string): void {
 }
 
 /** Files `tilegraph compile --emit-cpp` writes: a folder holding only these may be written again. */
-export const EMITTED_FILES = ['codelets.cpp', 'host.cpp', 'tilegraph_host.hpp', 'tilegraph_host.cpp', 'plan.json'] as const;
+export const EMITTED_FILES = GENERATED_FILES;
 
 /**
  * Checks the folder of --emit-cpp before any work starts: a new folder, an empty one, or one that

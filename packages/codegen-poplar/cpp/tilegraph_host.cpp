@@ -35,8 +35,8 @@ poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::
   return t;
 }
 
-void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const std::string &vertex,
-                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement) {
+void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const char *vertex,
+                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement) {
   forEachRegion(g, over, [&](unsigned tile, std::size_t b, std::size_t e) {
     poplar::VertexRef v = g.addVertex(cs, vertex);
     for (const RegionField &f : fields) {
@@ -62,11 +62,15 @@ poplar::Tensor declared(Device &d, const TensorSpec &s, std::size_t i, const std
   const unsigned grain = std::max(1u, 8 / bytes);
   return newTensor(d.ipu[s.ipu], s.type, s.shape, grain, std::max(grain, 128 / bytes), s.offset, s.name);
 }
+TensorSpec specOf(const TensorTable &table, std::size_t i) {
+  const TensorRow &r = table.rows[i];
+  return TensorSpec{r.name, table.types.at(r.type), table.shapes.at(r.shape), r.ipu, r.offset, r.storage};
+}
 } // namespace
 
-void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made) {
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const TensorSpec &s = specs[i];
+void declareState(Device &d, const TensorTable &table, const std::map<std::size_t, poplar::Tensor> &made) {
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    const TensorSpec s = specOf(table, i);
     d.state.push_back(declared(d, s, i, made));
     d.stateBytes.push_back(elementsOf(s.shape) * d.graph.getTarget().getTypeSize(s.type));
     d.stateStorage.push_back(s.storage);
@@ -80,9 +84,9 @@ void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::ma
   }
 }
 
-void declareInputs(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made) {
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const TensorSpec &s = specs[i];
+void declareInputs(Device &d, const TensorTable &table, const std::map<std::size_t, poplar::Tensor> &made) {
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    const TensorSpec s = specOf(table, i);
     d.inputs.push_back(declared(d, s, i, made));
     d.inFifo.push_back(d.graph.addHostToDeviceFIFO("in" + std::to_string(i), s.type, elementsOf(s.shape)));
   }
@@ -99,8 +103,8 @@ void declareIoBuffers(Device &d, const std::vector<IoBufferSpec> &specs) {
 }
 
 std::vector<poplar::Tensor> callFunction(poplar::Graph &g, poplar::program::Sequence &prog, const OutlinedFunction &f,
-                                         const std::vector<poplar::Tensor> &args, const std::string &name) {
-  for (std::size_t i = 0; i < f.params.size(); ++i) prog.add(poplar::program::Copy(args[i], f.params[i]));
+                                         std::initializer_list<TensorRef> args, const char *name) {
+  for (std::size_t i = 0; i < f.params.size(); ++i) prog.add(poplar::program::Copy(args.begin()[i].t, f.params[i]));
   prog.add(poplar::program::Call(f.function, name));
   std::vector<poplar::Tensor> out;
   out.reserve(f.results.size());
@@ -112,7 +116,7 @@ std::vector<poplar::Tensor> callFunction(poplar::Graph &g, poplar::program::Sequ
 }
 
 void writeStates(Device &d, poplar::program::Sequence &prog, const std::vector<poplar::Tensor> &results,
-                 const std::vector<std::pair<std::size_t, std::size_t>> &writes) {
+                 std::initializer_list<std::pair<std::size_t, std::size_t>> writes) {
   for (const auto &w : writes) prog.add(poplar::program::Copy(results.at(w.first), d.state.at(w.second)));
 }
 

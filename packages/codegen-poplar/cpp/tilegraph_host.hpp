@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <utility>
@@ -121,9 +122,11 @@ void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsi
 
 // A field of the vertices addRegionVertices adds: connected to each region's slice of t, or to t
 // whole (a scalar); an output made unmapped is mapped region by region to its vertex's tile.
+// It refers to the caller's tensor rather than holding a copy: a list of these needs no
+// destructors, which makes each call in a generated program far quicker to compile.
 struct RegionField {
   const char *name;
-  poplar::Tensor t;
+  const poplar::Tensor &t;
   bool whole = false;
   bool mapHere = false;
 };
@@ -131,8 +134,8 @@ struct RegionField {
 // The element-wise pattern: one vertex of class `vertex` per contiguous region of flat tensor
 // `over` on each tile, on that tile, with setCycles' estimate for cyclesPerElement. (A function
 // of the library rather than a loop in each program: generated programs compile faster.)
-void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const std::string &vertex,
-                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement);
+void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const char *vertex,
+                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement);
 
 // A state or input tensor as a program's declare() lists it: spread linearly over the tiles of
 // its IPU from tile `offset` on, in 8-byte grains and at least 128 bytes a tile (the generator's
@@ -147,13 +150,32 @@ struct TensorSpec {
   unsigned storage;
 };
 
+// A row of a program's state or input table: a TensorSpec with its type and shape given as
+// indices into the program's lists of distinct types and shapes. The table is constant data, so
+// a program of thousands of tensors compiles it in no time (a list of TensorSpecs is code).
+struct TensorRow {
+  const char *name;
+  unsigned type;
+  unsigned shape;
+  unsigned ipu;
+  unsigned offset;
+  unsigned storage;
+};
+
+// A program's tensor table: its rows, and the types and shapes they index.
+struct TensorTable {
+  const std::vector<TensorRow> &rows;
+  const std::vector<poplar::Type> &types;
+  const std::vector<std::vector<std::size_t>> &shapes;
+};
+
 // Adds the state tensors in table order (`made`: those laid out by PopLibs, by index), with the
 // host handles "v<i>.w" / "v<i>.r" of on-chip state and the remote buffer "v<i>.remote" of
 // off-chip state.
-void declareState(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made);
+void declareState(Device &d, const TensorTable &table, const std::map<std::size_t, poplar::Tensor> &made);
 
 // Adds the input tensors in table order, each with its host-to-device stream "in<i>".
-void declareInputs(Device &d, const std::vector<TensorSpec> &specs, const std::map<std::size_t, poplar::Tensor> &made);
+void declareInputs(Device &d, const TensorTable &table, const std::map<std::size_t, poplar::Tensor> &made);
 
 // An IO-tile buffer (kIoInput, kIoOutput or kIoRemote, for stream or state `index`): spread
 // linearly over the IO tiles of its IPU from tile `tensor.offset` of them on.
@@ -174,15 +196,33 @@ struct OutlinedFunction {
   std::vector<poplar::Tensor> results;
 };
 
+// A tensor a call passes to an outlined layer: a reference to the caller's, so that the list of
+// a call's tensors holds no copies and needs no destructors (each call compiles faster).
+struct TensorRef {
+  const poplar::Tensor &t;
+  TensorRef(const poplar::Tensor &tensor) : t(tensor) {}
+};
+
+// The tensors an outlined layer built in the caller's program reads, as in[i]: a view of the
+// call's list (`const TensorRefs in(args.begin());` at the top of the layer), valid during the call.
+class TensorRefs {
+public:
+  explicit TensorRefs(const TensorRef *first) : refs_(first) {}
+  const poplar::Tensor &operator[](std::size_t i) const { return refs_[i].t; }
+
+private:
+  const TensorRef *refs_;
+};
+
 // One occurrence of an outlined function: copies `args` into its parameter tensors, calls it and
 // returns copies of its results laid out like them (the next occurrence overwrites its own).
 std::vector<poplar::Tensor> callFunction(poplar::Graph &g, poplar::program::Sequence &prog, const OutlinedFunction &f,
-                                         const std::vector<poplar::Tensor> &args, const std::string &name);
+                                         std::initializer_list<TensorRef> args, const char *name);
 
 // The state an outlined call updated: copies results[k] into d.state[i] for each {k, i} of
 // `writes`, in order (the program's state table names each index).
 void writeStates(Device &d, poplar::program::Sequence &prog, const std::vector<poplar::Tensor> &results,
-                 const std::vector<std::pair<std::size_t, std::size_t>> &writes);
+                 std::initializer_list<std::pair<std::size_t, std::size_t>> writes);
 
 // Advances a ring buffer's counter (a scalar) modulo the ring's depth, on the counter's tile
 // (pipeline stashes).

@@ -25,14 +25,14 @@ import {
   shapesEqual,
 } from '@tilegraph/ir';
 import { ALIAS_OPS, GenerateOptions, GraphEmitter, HostFunctionInfo, ModuleContext, OutputInfo, StateInfo, StreamInfo, deviceIpus, shapeLiteral } from './context.js';
-import { HOST_INCLUDES, HOST_SUPPORT_FILES, HostNumerics, hostMain } from './host.js';
+import { GRAPH_FILE, HOST_INCLUDES, HOST_SUPPORT_FILES, HostNumerics, OUTLINED_FILE, hostMain } from './host.js';
+import { GRAPH_UNIT_BYTES, graphUnit, outlinedLayersUnit } from './units.js';
 import { Allocation, GC200, MemoryReport } from './memory.js';
 import { fitProblems, planMemory } from './plan.js';
-import { declareIoBuffers, ioFitProblems, ioTileProblems, ioTransfer, stagesThroughIo } from './io-tiles.js';
-import { convGeometry, plannedOperands } from './layout.js';
-import { convParamsExpr } from './lower/conv.js';
-import { multiConvGroups, multiConvOptionList, orderMultiConvs } from './lower/multiconv.js';
-import { poplinOptionList } from './lower/poplin-options.js';
+import { generateDeclare, hostFunctionTable, sizeTable } from './declare.js';
+import { ioFitProblems, ioTileProblems, ioTransfer, stagesThroughIo } from './io-tiles.js';
+import { plannedOperands } from './layout.js';
+import { multiConvGroups, orderMultiConvs } from './lower/multiconv.js';
 import { chooseMappingOffset, runsOf } from './memory.js';
 import { StateWrites, writeCallResult } from './state-writes.js';
 import { fixedVertex } from './codelets.js';
@@ -70,7 +70,7 @@ export interface BuildPlan {
 }
 
 export interface GeneratedSources {
-  readonly files: { readonly 'codelets.cpp': string; readonly 'host.cpp': string; readonly 'host_layers.cpp'?: string; readonly 'tilegraph_host.hpp': string; readonly 'tilegraph_host.cpp': string; readonly 'plan.json': string };
+  readonly files: { readonly 'codelets.cpp': string; readonly 'host.cpp': string; readonly 'host_graph.cpp'?: string; readonly 'host_layers.cpp'?: string; readonly 'tilegraph_host.hpp': string; readonly 'tilegraph_host.cpp': string; readonly 'plan.json': string };
   readonly plan: BuildPlan;
   /** Out-of-memory diagnostics, one per IPU that does not fit (only with allowOutOfMemory; else thrown). */
   readonly memoryProblems: readonly Diagnostic[];
@@ -598,96 +598,6 @@ function generateProgram(mc: ModuleContext, graphFns: Map<string, string>): stri
 }
 
 /**
- * A state or input tensor laid out for the matmul or convolution that first reads it (poplin
- * creates it, with that operation's option flags); undefined when it is spread linearly.
- */
-function plannedStateTensor(mc: ModuleContext, key: string, s: { ipu: number; dtype: DType; shape: readonly number[]; name: string }): string | undefined {
-  const dt = deviceType(s.dtype);
-  const p = mc.planned.get(key);
-  const name = cppStringLiteral(s.name, 64);
-  if (p?.op === 'matmul') {
-    const create = p.role === 'lhs' ? 'createMatMulInputLHS' : 'createMatMulInputRHS';
-    return `poplin::${create}(d.ipu[${s.ipu}], ${dt.poplar}, ${shapeLiteral(p.aShape)}, ${shapeLiteral(p.bShape)}, ${name}, poplar::OptionFlags${poplinOptionList(p.reader, mc)})`;
-  }
-  if (p?.op === 'conv' && p.multiConv) return plannedMultiConvTensor(mc, p.multiConv, p.reader, p.role, s);
-  if (p?.op === 'conv') {
-    const create = p.role === 'input' ? 'createInput' : 'createWeights';
-    return `poplin::${create}(d.ipu[${s.ipu}], ${convParamsExpr(p.conv, s.dtype)}, ${name}, poplar::OptionFlags${poplinOptionList(p.reader, mc)}).reshape(${shapeLiteral(s.shape)})`;
-  }
-  return undefined;
-}
-
-/**
- * A convolution operand laid out for the multi-convolution its reader is part of:
- * poplin::multiconv::createInput / createWeights with every member's parameters and flags.
- */
-function plannedMultiConvTensor(mc: ModuleContext, members: readonly Op[], reader: Op, role: 'input' | 'weights', s: { ipu: number; dtype: DType; shape: readonly number[]; name: string }): string {
-  const m = reader.annotations.multiConv!;
-  const name = cppStringLiteral(s.name, 64);
-  const args = members.map((op) => `{${convParamsExpr(convGeometry(op), op.result.type.dtype)}, poplar::OptionFlags${poplinOptionList(op, mc)}, ${name}}`);
-  const create = role === 'input' ? 'createInput' : 'createWeights';
-  return `poplin::multiconv::${create}(d.ipu[${s.ipu}], std::vector<poplin::multiconv::CreateTensorArgs>{${args.join(', ')}}, ${members.indexOf(reader)}, poplar::OptionFlags${multiConvOptionList(m)}).reshape(${shapeLiteral(s.shape)})`;
-}
-
-const STORAGE = { on_chip: 'kOnChip', off_chip: 'kOffChip', transient: 'kTransient' } as const;
-
-/**
- * The state's or inputs' table for declareState / declareInputs (one row each, in handle order),
- * and the statements making those PopLibs lays out.
- */
-function tensorTable(mc: ModuleContext, prefix: 'st' | 'in', made: string, list: readonly { ipu: number; dtype: DType; shape: readonly number[]; name: string; storage?: StateInfo['storage'] }[], buffers: ReadonlyMap<string, Allocation>): { planned: string[]; rows: string[] } {
-  const planned: string[] = [];
-  const rows = list.map((s, i) => {
-    const p = plannedStateTensor(mc, `${prefix}:${s.name}`, s);
-    if (p) planned.push(`  ${made}[${i}] = ${p};`);
-    // (declareState maps it by linearMappingParams' rule)
-    const offset = buffers.get(s.name)!.span.offset;
-    return `  {${cppStringLiteral(s.name, 64)}, ${deviceType(s.dtype).poplar}, ${shapeLiteral(s.shape)}, ${s.ipu}, ${offset}, ${STORAGE[s.storage ?? 'on_chip']}},`;
-  });
-  return { planned, rows };
-}
-
-/** Declarations of the state, input tensors and streams (the handles the protocol names), as tables. */
-function generateDeclare(mc: ModuleContext): string {
-  const l: string[] = ['void declare(Device &d) {'];
-  const state = tensorTable(mc, 'st', 'madeState', mc.state, mc.stateBuffers);
-  const inputs = tensorTable(mc, 'in', 'madeInputs', mc.inputs, mc.inputBuffers);
-  l.push('  // state and inputs: name, type, shape, IPU, first tile, storage');
-  l.push('  std::map<std::size_t, poplar::Tensor> madeState, madeInputs;', ...state.planned, ...inputs.planned);
-  l.push('  declareState(d, {', ...state.rows, '  }, madeState);');
-  l.push('  declareInputs(d, {', ...inputs.rows, '  }, madeInputs);');
-  for (const o of mc.outputs) {
-    l.push(`  // ${o.kind} ${cppComment(o.kind === 'print' ? (o.title ?? '') : o.name, 80)}`);
-    l.push(`  d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out${o.index}", ${deviceType(o.dtype).poplar}, ${numElements(o.shape)}));`);
-  }
-  l.push(...declareIoBuffers(mc));
-  if (mc.usesRandom) {
-    l.push('  // the replica\'s mixed run seed and the execution counter of the random generators');
-    l.push('  d.seed = d.ipu[0].addVariable(poplar::UNSIGNED_INT, {}, "seed");');
-    l.push('  d.ipu[0].setTileMapping(d.seed, 0);');
-    l.push('  d.step = d.ipu[0].addVariable(poplar::UNSIGNED_INT, {}, "step");');
-    l.push('  d.ipu[0].setTileMapping(d.step, 0);');
-    l.push('  d.graph.createHostWrite("seed.w", d.seed);');
-    l.push('  d.graph.createHostRead("seed.r", d.seed);');
-    l.push('  d.graph.createHostWrite("step.w", d.step);');
-    l.push('  d.graph.createHostRead("step.r", d.step);');
-  }
-  l.push('}');
-  return l.join('\n');
-}
-
-function sizeTable(name: string, values: readonly number[]): string {
-  return `const std::vector<std::size_t> ${name} = {${values.join(', ')}};`;
-}
-
-/** The CPU ops' host functions: handle and bytes of each input and output (one replica). */
-function hostFunctionTable(mc: ModuleContext): string {
-  const bytes = (ts: readonly { dtype: DType; shape: readonly number[] }[]) => `{${ts.map((t) => numElements(t.shape) * deviceType(t.dtype).bytes).join(', ')}}`;
-  const rows = mc.hostFunctions.map((f) => `  {"${f.handle}", ${bytes(f.inputs)}, ${bytes(f.outputs)}}, // cpu_op ${cppComment(f.name, 60)}`);
-  return ['// CPU ops: host function, bytes of its inputs and outputs (one replica)', 'const std::vector<HostFunctionSpec> kHostFunctions = {', ...rows, '};'].join('\n');
-}
-
-/**
  * Generates the Poplar C++ for a Module: codelets.cpp (vertices), host.cpp (graph, programs,
  * engine and the runtime protocol) and plan.json (stream and state layout). Throws a
  * DiagnosticError for ops without a lowering, non-device dtypes, and models that cannot fit in
@@ -729,7 +639,7 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
   if (memoryProblems.length && !opts.allowOutOfMemory) throw new DiagnosticError(memoryProblems);
   yield;
   const program = generateProgram(mc, graphFns);
-  const declare = generateDeclare(mc);
+  const { tables, declare } = generateDeclare(mc);
 
   const streams = new Map<string, number>();
   const executes = new Map<string, number>();
@@ -760,29 +670,35 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     `constexpr int kIpuId = ${opts.device?.ipuId ?? -1};`,
     `constexpr const char *kSyncConfiguration = "${({ full: '', single_pipeline: 'ipuAndAll', replica_and_ladder: 'intraReplicaAndLadder' } as const)[opts.device?.syncPattern ?? 'full']}";`,
   ];
-  // Outlined bodies go to a translation unit of their own, which builds beside host.cpp.
-  const layers = mc.functionBodies.length > 0 ? outlinedLayersFile(header, constants, mc.fileScope, mc.functionBodies) : undefined;
+  // Outlined bodies, and the largest graph's builder when it is large, go to translation units of
+  // their own, which build beside host.cpp.
+  const layers = mc.functionBodies.length > 0 ? outlinedLayersUnit(header, constants, mc.fileScope, mc.functionBodies) : undefined;
+  const largest = graphCode.reduce<number | undefined>((best, c, i) => (c.length >= GRAPH_UNIT_BYTES && (best === undefined || c.length > graphCode[best]!.length) ? i : best), undefined);
+  const graph = largest !== undefined ? graphUnit(header, constants, mc.fileScope, `poplar::program::Sequence ${[...graphFns.values()][largest]!}Build(Device &d)`, graphCode[largest]!, layers) : undefined;
   const host = [
     header,
     HOST_INCLUDES,
     '',
     ...(layers ? [layers.prototypes, ''] : []),
+    ...(graph ? [graph.prototypes, ''] : []),
     'namespace {',
     '',
     'using namespace tilegraph;',
     ...(layers ? ['using namespace tilegraph_layers;'] : []),
+    ...(graph ? ['using namespace tilegraph_graphs;'] : []),
     '',
     ...constants,
-    '// bytes per run (all replicas) of each stream (the state\'s sizes and storage are in declare()\'s table)',
+    '// bytes per run (all replicas) of each stream (the state\'s sizes and storage are in kStateRows)',
     sizeTable('kInputBytes', inputs.map((s) => s.bytes)),
     sizeTable('kOutputBytes', outputs.map((s) => s.bytes)),
     ...(mc.hostFunctions.length ? [hostFunctionTable(mc)] : []),
     '',
     ...mc.fileScope.map((x) => `${x}\n`),
+    tables,
+    '',
     declare,
     '',
-    ...(layers ? [] : mc.functionBodies.map((c) => `${c.text}\n`)),
-    ...graphCode.map((c) => `${c}\n`),
+    ...graphCode.filter((_, i) => i !== largest).map((c) => `${c}\n`),
     program,
     '',
     '} // namespace',
@@ -797,7 +713,7 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     module: module.name,
     replicationFactor: R,
     ipus,
-    files: ['codelets.cpp', 'host.cpp', ...(layers ? [OUTLINED_FILE] : []), 'tilegraph_host.cpp'],
+    files: ['codelets.cpp', 'host.cpp', ...(graph ? [GRAPH_FILE] : []), ...(layers ? [OUTLINED_FILE] : []), 'tilegraph_host.cpp'],
     vertices: mc.codelets.vertexNames(),
     inputs,
     outputs,
@@ -808,35 +724,5 @@ export function* generatePoplarSteps(module: Module, opts: GenerateOptions = {})
     program: module.program,
     memory: memory.report,
   };
-  return { files: { 'codelets.cpp': codelets, 'host.cpp': host, ...(layers ? { [OUTLINED_FILE]: layers.text } : {}), ...HOST_SUPPORT_FILES, 'plan.json': `${JSON.stringify(plan, null, 2)}\n` }, plan, memoryProblems, allocations: mc.memory.buffers };
-}
-
-/** The translation unit of a program's outlined layers (built beside host.cpp, which declares them). */
-export const OUTLINED_FILE = 'host_layers.cpp';
-
-/**
- * host_layers.cpp: the outlined bodies, with the constants they may read, in a namespace of their
- * own (host.cpp's are file-local); and their declarations for host.cpp.
- */
-function outlinedLayersFile(header: string, constants: readonly string[], fileScope: readonly string[], bodies: readonly { readonly signature: string; readonly text: string }[]): { text: string; prototypes: string } {
-  const text = [
-    header.replace(/: do not edit\.$/, ', its outlined layers (declared in host.cpp): do not edit.'),
-    HOST_INCLUDES,
-    '',
-    'namespace {',
-    'using namespace tilegraph;',
-    ...constants,
-    '',
-    ...fileScope.map((x) => `${x}\n`),
-    '} // namespace',
-    '',
-    'namespace tilegraph_layers {',
-    'using namespace tilegraph;',
-    '',
-    ...bodies.map((c) => `${c.text}\n`),
-    '} // namespace tilegraph_layers',
-    '',
-  ].join('\n');
-  const prototypes = ['// the outlined layers, in host_layers.cpp', 'namespace tilegraph_layers {', 'using namespace tilegraph;', ...bodies.map((b) => `${b.signature};`), '} // namespace tilegraph_layers'].join('\n');
-  return { text, prototypes };
+  return { files: { 'codelets.cpp': codelets, 'host.cpp': host, ...(graph ? { [GRAPH_FILE]: graph.text } : {}), ...(layers ? { [OUTLINED_FILE]: layers.text } : {}), ...HOST_SUPPORT_FILES, 'plan.json': `${JSON.stringify(plan, null, 2)}\n` }, plan, memoryProblems, allocations: mc.memory.buffers };
 }

@@ -20,6 +20,24 @@ export interface HostNumerics {
 // the file's first line is its description, not part of the program
 export const HOST_INCLUDES = `${cppFile('host_includes.hpp').replace(/^\/\/.*\n/, '').trimEnd()}\n\n#include "tilegraph_host.hpp"`;
 
+/** The translation unit of a program's outlined layers (built beside host.cpp, which declares them). */
+export const OUTLINED_FILE = 'host_layers.cpp';
+
+/** The translation unit of the largest graph's builder, when it is large (built beside host.cpp, which declares it). */
+export const GRAPH_FILE = 'host_graph.cpp';
+
+/** Every file name generated sources may hold (an --emit-cpp folder of only these may be written again). */
+export const GENERATED_FILES = ['codelets.cpp', 'host.cpp', OUTLINED_FILE, GRAPH_FILE, 'tilegraph_host.hpp', 'tilegraph_host.cpp', 'plan.json'] as const;
+
+/**
+ * The host program's translation units among generated files, in build order: host.cpp,
+ * host_graph.cpp with a large graph, host_layers.cpp with outlined layers. Each compiles on its
+ * own and all are linked.
+ */
+export function hostUnits(files: { readonly [name: string]: string | undefined }): ('host.cpp' | typeof GRAPH_FILE | typeof OUTLINED_FILE)[] {
+  return (['host.cpp', GRAPH_FILE, OUTLINED_FILE] as const).filter((f) => files[f] !== undefined);
+}
+
 /** The host support library's sources, by file name. */
 export const HOST_SUPPORT_FILES = {
   'tilegraph_host.hpp': cppFile('tilegraph_host.hpp'),

@@ -1,4 +1,5 @@
 export { generatePoplar, generatePoplarSteps } from './generate.js';
+export { GENERATED_FILES, hostUnits } from './host.js';
 export type { BuildPlan, GeneratedSources } from './generate.js';
 export type { DeviceChoice, GenerateOptions, HostFunctionInfo, PartialsType } from './context.js';
 export { deviceIpus } from './context.js';

@@ -1,6 +1,7 @@
+import fc from 'fast-check';
 import { DiagnosticError, GraphBuilder, Module, collectVariables, execute, fileLoc, repeat, seq, streamIn } from '@tilegraph/ir';
 import { generatePoplar } from './generate.js';
-import { GC200, chooseMappingOffset, linearMapping } from './memory.js';
+import { Allocation, AllocationKind, GC200, chooseMappingOffset, linearMapping, sweepTiles } from './memory.js';
 
 function moduleOf(b: GraphBuilder): Module {
   const graphs = new Map([['forward', b.graph]]);
@@ -29,6 +30,47 @@ describe('per-tile memory plan', () => {
     expect(linearMapping(0, 1472, 2, 32)).toEqual({ perTile: 0, tilesUsed: 0 });
   });
 
+  test('the sweep of live ranges: per tile, what is always live and the peak of the rest (and when), as a count at each allocation finds', () => {
+    const T = 16;
+    const allocation = fc.record({
+      kind: fc.constantFrom<AllocationKind>('state', 'activation', 'temporary', 'vertices'),
+      ipu: fc.integer({ min: 0, max: 1 }),
+      offset: fc.integer({ min: 0, max: T - 1 }),
+      elements: fc.integer({ min: 0, max: 60 }),
+      perTile: fc.integer({ min: 1, max: 9 }),
+      flat: fc.constantFrom(0, 0, 12),
+      first: fc.integer({ min: 0, max: 20 }),
+      length: fc.integer({ min: 0, max: 10 }),
+    });
+    fc.assert(
+      fc.property(fc.array(allocation, { maxLength: 25 }), (specs) => {
+        const buffers = specs.map((a, id) => {
+          const tilesUsed = Math.min(T, Math.ceil(a.elements / a.perTile));
+          const b = new Allocation(id, a.kind, { ipu: a.ipu, offset: a.offset, perTile: a.perTile, tilesUsed, elements: Math.min(a.elements, tilesUsed * a.perTile), bytesPerElement: 4 }, `b${id}`, undefined, a.flat);
+          b.first = a.first;
+          b.last = a.first + a.length;
+          return b;
+        });
+        const got = sweepTiles(buffers, 2, T);
+        for (let ipu = 0; ipu < 2; ipu++) {
+          const mine = buffers.filter((b) => b.span.ipu === ipu && b.span.tilesUsed > 0);
+          const times = [...new Set(mine.filter((b) => !b.alwaysLive).map((b) => b.first))].sort((x, y) => x - y);
+          for (let tile = 0; tile < T; tile++) {
+            expect(got.always[ipu]![tile]).toBe(mine.filter((b) => b.alwaysLive).reduce((n, b) => n + b.bytesOn(tile, T), 0));
+            let peak = 0;
+            let when = 0;
+            for (const t of times) {
+              const live = mine.filter((b) => !b.alwaysLive && b.first <= t && b.last >= t).reduce((n, b) => n + b.bytesOn(tile, T), 0);
+              if (live > peak) [peak, when] = [live, t];
+            }
+            expect([got.peak[ipu]![tile], got.peakTime[ipu]![tile]]).toEqual([peak, when]);
+          }
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   test('the PopLibs result offset is FNV-1a of the dimensions, as poplar-host computes it', () => {
     // FNV-1a over the four low bytes of each dimension: 04 00 00 00 08 00 00 00
     let h = 0x811c9dc5;
@@ -47,7 +89,7 @@ describe('per-tile memory plan', () => {
     const { plan } = generatePoplar(moduleOf(b));
     // mapped from tile 0 every time, tile 0 would hold all 400 × 16 bytes
     expect(plan.memory.perIpu[0]!.maxTileAlwaysLive).toBeLessThan(400 * 16);
-    const offsets = [...generatePoplar(moduleOf(b)).files['host.cpp'].matchAll(/\{"b\d+", poplar::FLOAT, \{4\}, 0, (\d+), kOnChip\}/g)].map((m) => Number(m[1]));
+    const offsets = [...generatePoplar(moduleOf(b)).files['host.cpp'].matchAll(/\{"b\d+", \d+, \d+, 0, (\d+), kOnChip\}/g)].map((m) => Number(m[1]));
     expect(offsets.slice(0, 3)).toEqual([0, 1, 2]);
     expect(new Set(offsets).size).toBe(400);
   });

@@ -87,9 +87,17 @@ export class Allocation {
     return this.flatBytesPerTile > 0 ? this.flatBytesPerTile : bytesOnTile(this.span, i);
   }
 
-  forEachTile(tilesPerIpu: number, f: (tile: number, bytes: number) => void): void {
+  /** Bytes on the i-th tile of its span. */
+  bytesOnIth(i: number): number {
+    return this.flatBytesPerTile > 0 ? this.flatBytesPerTile : bytesOnTile(this.span, i);
+  }
+
+  /** Adds its bytes, times `sign`, to each tile of `perTile` (indexed by the tiles of its IPU). */
+  addTo(perTile: Float64Array, tilesPerIpu: number, sign: number): void {
+    let tile = this.span.offset % tilesPerIpu;
     for (let i = 0; i < this.span.tilesUsed; i++) {
-      f((this.span.offset + i) % tilesPerIpu, this.flatBytesPerTile > 0 ? this.flatBytesPerTile : bytesOnTile(this.span, i));
+      perTile[tile]! += sign * this.bytesOnIth(i);
+      if (++tile === tilesPerIpu) tile = 0;
     }
   }
 }
@@ -418,7 +426,7 @@ export interface TileSweep {
 export function sweepTiles(buffers: readonly Allocation[], ipus: number, T: number): TileSweep {
   const live = buffers.filter((b) => !b.alwaysLive && b.span.tilesUsed > 0 && b.span.ipu < ipus);
   const always = Array.from({ length: ipus }, () => new Float64Array(T));
-  for (const b of buffers) if (b.alwaysLive && b.span.ipu < ipus) b.forEachTile(T, (t, n) => (always[b.span.ipu]![t]! += n));
+  for (const b of buffers) if (b.alwaysLive && b.span.ipu < ipus) b.addTo(always[b.span.ipu]!, T, 1);
 
   // sweep: allocations at `first`, releases after `last`
   const starts = [...live].sort((a, b) => a.first - b.first || a.id - b.id);
@@ -435,7 +443,7 @@ export function sweepTiles(buffers: readonly Allocation[], ipus: number, T: numb
     const t = starts[i]!.first;
     while (j < ends.length && ends[j]!.last < t) {
       const b = ends[j++]!;
-      b.forEachTile(T, (tile, n) => (cur[b.span.ipu]![tile]! -= n));
+      b.addTo(cur[b.span.ipu]!, T, -1);
       total[b.span.ipu]! -= b.bytes;
     }
     for (; i < starts.length && starts[i]!.first === t; i++) {
@@ -443,13 +451,17 @@ export function sweepTiles(buffers: readonly Allocation[], ipus: number, T: numb
       const ipu = b.span.ipu;
       const c = cur[ipu]!;
       const p = peak[ipu]!;
-      b.forEachTile(T, (tile, n) => {
-        c[tile]! += n;
+      const pt = peakTime[ipu]!;
+      // (a loop rather than a callback per tile: a large model has millions of allocation tiles)
+      let tile = b.span.offset % T;
+      for (let k = 0; k < b.span.tilesUsed; k++) {
+        c[tile]! += b.bytesOnIth(k);
         if (c[tile]! > p[tile]!) {
           p[tile] = c[tile]!;
-          peakTime[ipu]![tile] = t;
+          pt[tile] = t;
         }
-      });
+        if (++tile === T) tile = 0;
+      }
       total[ipu]! += b.bytes;
       if (total[ipu]! > peakTotal[ipu]!) {
         peakTotal[ipu] = total[ipu]!;

@@ -319,7 +319,7 @@ export function lowerFunction(e: GraphEmitter, region: Region, name: string, mod
   const signature =
     mode === 'function'
       ? `OutlinedFunction ${name}(Device &d, poplar::Graph &g)`
-      : `std::vector<poplar::Tensor> ${name}(Device &d, poplar::Graph &g, poplar::program::Sequence &prog, const std::vector<poplar::Tensor> &in)`;
+      : `std::vector<poplar::Tensor> ${name}(Device &d, poplar::Graph &g, poplar::program::Sequence &prog, std::initializer_list<TensorRef> args)`;
   const text = (
     mode === 'function'
       ? [
@@ -330,7 +330,7 @@ export function lowerFunction(e: GraphEmitter, region: Region, name: string, mod
           `  return {d.graph.addFunction(prog), {${params.join(', ')}}, {${results.join(', ')}}};`,
           '}',
         ]
-      : [`// ${what}: added to prog on virtual graph g, reading the tensors in`, `${signature} {`, ...lines, `  return {${results.join(', ')}};`, '}']
+      : [`// ${what}: added to prog on virtual graph g, reading the tensors args`, `${signature} {`, '  const TensorRefs in(args.begin());', ...lines, `  return {${results.join(', ')}};`, '}']
   ).join('\n');
   e.mc.functionBodies.push({ signature, text });
   const body: BodyBuffer[] = e.mc.memory.buffers.slice(allocatedBefore).map((b) => {
@@ -416,7 +416,8 @@ export function callFunction(e: GraphEmitter, region: Region, fn: OutlinedFuncti
     // the first occurrence's inputs stand for this one's
     fn.inputBuffers.forEach((bs, i) => bs.forEach((b, k) => copies.set(b, argRefs[i]!.buffers?.[k] ?? b)));
     const roots = new Set(argRefs.flatMap((r) => [...r.roots]));
-    const results = fn.results.map((r) => ({ ...r, roots: r.roots.size ? roots : r.roots, buffers: (r.buffers ?? []).map((b) => copies.get(b) ?? b) }));
+    // the results live where this occurrence ran, which need not be the IPU of the first
+    const results = fn.results.map((r) => ({ ...r, ipu, roots: r.roots.size ? roots : r.roots, buffers: (r.buffers ?? []).map((b) => copies.get(b) ?? b) }));
     callBuilder(e, region, fn, args, results);
     return;
   }

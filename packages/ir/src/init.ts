@@ -2,7 +2,7 @@ import { DType } from './dtype.js';
 import { InitSpec } from './attributes.js';
 import { Rng } from './random.js';
 import { Shape, ShapeError, numElements } from './shape.js';
-import { Tensor } from './tensor.js';
+import { Tensor, allocData } from './tensor.js';
 
 /** torch.nn.init's fan computation: dim 1 is fan-in, dim 0 fan-out, times the receptive field. */
 export function fans(shape: Shape): { fanIn: number; fanOut: number } {
@@ -23,7 +23,10 @@ export function materializeInit(spec: InitSpec, dtype: DType, shape: Shape): Ten
   const a = spec.args;
   const seed = a['seed'] ?? 0;
   const rng = new Rng(seed);
-  const values = new Float64Array(n);
+  // float32 and float64 tensors are drawn into their own storage: a typed array's store rounds as
+  // Tensor.from would, and a model's weights are not held twice (BERT's would take 680 MB)
+  const direct = dtype === 'float32' || dtype === 'float64';
+  const values = direct ? allocData(dtype, n) : new Float64Array(n);
   const { fanIn, fanOut } = fans(shape);
   switch (spec.fn) {
     case 'zeros':
@@ -68,5 +71,5 @@ export function materializeInit(spec: InitSpec, dtype: DType, shape: Shape): Ten
     default:
       throw new ShapeError(`unknown initializer '${spec.fn}'`);
   }
-  return Tensor.from(dtype, shape, values);
+  return direct ? new Tensor(dtype, shape, values) : Tensor.from(dtype, shape, values);
 }

@@ -51,23 +51,28 @@ constexpr unsigned kDeviceIpus = 2;
 constexpr const char *kIpuArch = "ipu2";
 constexpr int kIpuId = -1;
 constexpr const char *kSyncConfiguration = "";
-// bytes per run (all replicas) of each stream (the state's sizes and storage are in declare()'s table)
+// bytes per run (all replicas) of each stream (the state's sizes and storage are in kStateRows)
 const std::vector<std::size_t> kInputBytes = {1152};
 const std::vector<std::size_t> kOutputBytes = {16, 16};
 
+// the state and input tensors: name, type (of declare()'s types), shape (of kShapes), IPU, first tile, storage
+const std::vector<std::vector<std::size_t>> kShapes = {{4, 1, 3, 3}, {4}, {2, 1, 6, 6}};
+const std::vector<TensorRow> kStateRows = {
+  {"conv.weight", 0, 0, 0, 833, kOnChip},
+  {"conv.bias", 0, 1, 0, 0, kOnChip},
+  {"conv.weight.accum", 0, 0, 0, 1, kOnChip},
+};
+const std::vector<TensorRow> kInputRows = {
+  {"image", 0, 2, 0, 1398, kOnChip},
+};
+
 void declare(Device &d) {
-  // state and inputs: name, type, shape, IPU, first tile, storage
+  const std::vector<poplar::Type> types = {poplar::FLOAT};
   std::map<std::size_t, poplar::Tensor> madeState, madeInputs;
   madeState[0] = poplin::createWeights(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "conv.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({4, 1, 3, 3});
   madeInputs[0] = poplin::createInput(d.ipu[0], convParams(poplar::FLOAT, 2, {6, 6}, {3, 3}, 1, 4, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}), "image", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"pass", "INFERENCE_FWD"}}).reshape({2, 1, 6, 6});
-  declareState(d, {
-  {"conv.weight", poplar::FLOAT, {4, 1, 3, 3}, 0, 833, kOnChip},
-  {"conv.bias", poplar::FLOAT, {4}, 0, 0, kOnChip},
-  {"conv.weight.accum", poplar::FLOAT, {4, 1, 3, 3}, 0, 1, kOnChip},
-  }, madeState);
-  declareInputs(d, {
-  {"image", poplar::FLOAT, {2, 1, 6, 6}, 0, 1398, kOnChip},
-  }, madeInputs);
+  declareState(d, {kStateRows, types, kShapes}, madeState);
+  declareInputs(d, {kInputRows, types, kShapes}, madeInputs);
   // output loss
   d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out0", poplar::FLOAT, 1));
   // print loss

@@ -51,24 +51,29 @@ constexpr unsigned kDeviceIpus = 1;
 constexpr const char *kIpuArch = "ipu2";
 constexpr int kIpuId = -1;
 constexpr const char *kSyncConfiguration = "";
-// bytes per run (all replicas) of each stream (the state's sizes and storage are in declare()'s table)
+// bytes per run (all replicas) of each stream (the state's sizes and storage are in kStateRows)
 const std::vector<std::size_t> kInputBytes = {256};
 const std::vector<std::size_t> kOutputBytes = {96, 32, 32};
 
+// the state and input tensors: name, type (of declare()'s types), shape (of kShapes), IPU, first tile, storage
+const std::vector<std::vector<std::size_t>> kShapes = {{8, 16}, {16}, {16, 3}, {4, 8}};
+const std::vector<TensorRow> kStateRows = {
+  {"fc1.weight", 0, 0, 0, 861, kOnChip},
+  {"fc1.bias", 0, 1, 0, 0, kOnChip},
+  {"fc2.weight", 0, 2, 0, 262, kOnChip},
+};
+const std::vector<TensorRow> kInputRows = {
+  {"x", 0, 3, 0, 425, kOnChip},
+};
+
 void declare(Device &d) {
-  // state and inputs: name, type, shape, IPU, first tile, storage
+  const std::vector<poplar::Type> types = {poplar::FLOAT};
   std::map<std::size_t, poplar::Tensor> madeState, madeInputs;
   madeState[0] = poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "fc1.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
   madeState[2] = poplin::createMatMulInputRHS(d.ipu[0], poplar::FLOAT, {4, 16}, {16, 3}, "fc2.weight", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
   madeInputs[0] = poplin::createMatMulInputLHS(d.ipu[0], poplar::FLOAT, {4, 8}, {8, 16}, "x", poplar::OptionFlags{{"availableMemoryProportion", "0.6"}, {"partialsType", "float"}, {"fullyConnectedPass", "INFERENCE_FWD"}});
-  declareState(d, {
-  {"fc1.weight", poplar::FLOAT, {8, 16}, 0, 861, kOnChip},
-  {"fc1.bias", poplar::FLOAT, {16}, 0, 0, kOnChip},
-  {"fc2.weight", poplar::FLOAT, {16, 3}, 0, 262, kOnChip},
-  }, madeState);
-  declareInputs(d, {
-  {"x", poplar::FLOAT, {4, 8}, 0, 425, kOnChip},
-  }, madeInputs);
+  declareState(d, {kStateRows, types, kShapes}, madeState);
+  declareInputs(d, {kInputRows, types, kShapes}, madeInputs);
   // output logits
   d.outFifo.push_back(d.graph.addDeviceToHostFIFO("out0", poplar::FLOAT, 12));
   // output mean

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { generatePoplar } from '@tilegraph/codegen-poplar';
-import { buildDrawingInitialState, compileOptionsFrom, exportImage, writeFileAtomic } from '@tilegraph/runtime';
+import { generatePoplar, hostUnits } from '@tilegraph/codegen-poplar';
+import { buildWritingState, compileOptionsFrom } from '@tilegraph/runtime';
 import { buildStep } from '../commands/step.js';
 
 /**
@@ -25,9 +25,9 @@ export interface CompilePhases {
   loadMs: number;
   passesMs: number;
   generateMs: number;
-  /** The C++ build for the target, with the initial state drawn meanwhile (0 without `out`). */
+  /** The C++ build for the target, with the initial state drawn and written meanwhile (0 without `out`). */
   buildMs: number;
-  /** Assembling and writing the exported executable (0 without `out`). */
+  /** Finishing the exported executable: the executable and header written, the file renamed into place (0 without `out`). */
   exportMs: number;
   hostCppBytes: number;
   /** Whether the executable cache held the executable (false without `out`). */
@@ -46,15 +46,15 @@ function child(req: CompileRequest): CompilePhases {
   const t1 = performance.now();
   const sources = generatePoplar(step.module, copts);
   const generateMs = performance.now() - t1;
-  // the host program: host.cpp and its outlined layers' translation unit
-  const hostCppBytes = Buffer.byteLength(sources.files['host.cpp'] ?? '') + Buffer.byteLength(sources.files['host_layers.cpp'] ?? '');
+  // the host program: all its translation units
+  const hostCppBytes = hostUnits(sources.files).reduce((n, f) => n + Buffer.byteLength(sources.files[f]!), 0);
   if (req.out === undefined) return { loadMs: stepMs - passesMs, passesMs, generateMs, buildMs: 0, exportMs: 0, hostCppBytes, cached: false };
-  // as `tilegraph compile -o` does: the initial state is drawn while the C++ builds
+  // as `tilegraph compile -o` does: the initial state is drawn and written while the C++ builds
   const t2 = performance.now();
-  const { built, initial } = buildDrawingInitialState(sources, step.module, copts);
+  const { built, finish } = buildWritingState(sources, step.module, req.out, copts);
   const buildMs = performance.now() - t2;
   const t3 = performance.now();
-  writeFileAtomic(req.out, exportImage(built, initial));
+  finish();
   const exportMs = performance.now() - t3;
   return { loadMs: stepMs - passesMs, passesMs, generateMs, buildMs, exportMs, hostCppBytes, cached: built.cached };
 }

@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { Command } from 'commander';
-import { generatePoplar } from '@tilegraph/codegen-poplar';
+import { generatePoplar, hostUnits } from '@tilegraph/codegen-poplar';
 import { formatTimings } from '@tilegraph/passes';
 import { compileAndExport, compileOptionsFrom, findToolchain, popcTargets } from '@tilegraph/runtime';
 import { UsageError, stderrReporter } from '../diagnostics.js';
@@ -21,7 +21,7 @@ import { EXPLAIN_CACHE_FLAG, cacheJson, cacheNote } from '../flags.js';
 export function registerCompile(program: Command): void {
   const cmd = program.command('compile').description('compile a model to Poplar C++ (--emit-cpp DIR) and/or to an exported executable (-o FILE)');
   registerStepFlags(cmd)
-    .option('--emit-cpp <dir>', 'write codelets.cpp, host.cpp, the host support library (tilegraph_host.hpp and .cpp) and plan.json into this folder')
+    .option('--emit-cpp <dir>', 'write codelets.cpp, host.cpp (and host_graph.cpp, host_layers.cpp for a large program), the host support library (tilegraph_host.hpp and .cpp) and plan.json into this folder')
     .option('-o, --output <file>', 'build and write the executable (with its plan and initial state)')
     .option('--force', 'let --emit-cpp write into a folder that holds other files')
     .option('--no-progress', 'no progress bar while the executable is built')
@@ -55,7 +55,7 @@ export function registerCompile(program: Command): void {
       say(`Poplar C++ written to ${emit}: ${Object.keys(sources.files).join(', ')}`);
       // the device the options chose decides popc's targets (an SDK before 3.0 links -lgcl_ct)
       const targets = popcTargets(copts.device, undefined).join(',');
-      say(`  with the SDK: popc -O3 --target ${targets} codelets.cpp -o codelets.gp && g++ -std=c++17 host.cpp tilegraph_host.cpp -o step -lpoplar -lpopops -lpoplin -lpopnn -lpoputil -lpoprand -lgcl (-lgcl_ct before SDK 3.0)`);
+      say(`  with the SDK: popc -O3 --target ${targets} codelets.cpp -o codelets.gp && g++ -std=c++17 ${hostUnits(sources.files).join(' ')} tilegraph_host.cpp -o step -lpoplar -lpopops -lpoplin -lpopnn -lpoputil -lpoprand -lgcl (-lgcl_ct before SDK 3.0)`);
       doc['emitted'] = { dir: emit, files: Object.keys(sources.files) };
     }
     if (out) {

@@ -1,49 +1,82 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { crc32 } from 'node:zlib';
 import { DiagnosticError, Module, Tensor, error } from '@tilegraph/ir';
 import type { BuildPlan, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { BackendCacheStatus, BackendFactory, BackendOptions } from '../session/backend.js';
-import { CompiledBackend, CompiledBackendOptions, ExecutableImage, compileModuleSteps, initialStateSteps, tensorBytes, tensorFromBytes } from './backend.js';
+import { CompiledBackend, CompiledBackendOptions, ExecutableImage, compileModuleSteps, initialStateSteps, tensorFromBytes } from './backend.js';
+import { AtomicFile, Blob, DATA_START, FORMAT, Header, ImageWriter, MemorySink, writeInitialState, writeProblem } from './image-file.js';
 import { BuiltExecutable, buildExecutableSteps, publish, useEntry } from './build.js';
 import { EntryExpectation, autoPrune, cacheMaxBytes, checkCacheDir, entryProblem, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
-import { driveAsync, driveSyncWith } from './drive.js';
+import { Waiting, driveAsync, driveSyncWith } from './drive.js';
 
 /**
  * Exported executables (PopTorch's compileAndExport / loadExecutable): one file holding the
  * executable, its codelets (SDK builds), the build plan and the initial state, so a model runs
  * again without the model definition or a compiler.
  *
- * Layout: "TGEXE003", the sha256 (32 bytes) of everything after it, a little-endian uint32
- * header length, the JSON header (with `format: 3`), then the blobs the header lists by offset
- * and size. A state tensor whose bytes are all zero (an optimizer's moments, accumulators) is
- * listed with `zeros: true` and no blob. A damaged or altered file fails the checksum before
- * anything in it is used. Format 2 files (every state tensor as a blob) are still read.
+ * Layout (format 4, see image-file.ts): the magic "TGEXE004", a prefix saying where the JSON
+ * header is, the blobs it lists (each with its offset, size and CRC-32), the header last with a
+ * CRC-32 of its own. A state tensor whose bytes are all zero (an optimizer's moments,
+ * accumulators) is listed with `zeros: true` and no blob. A damaged file fails a checksum before
+ * anything in it is used. CRC-32 catches every burst of damage up to 32 bits long and all but
+ * one in 2^32 of other damage; a cryptographic digest would stop no deliberate alteration either
+ * (the file carries its own checksums) and takes three times as long over hundreds of megabytes.
+ * Format 3 (the header first, a sha256 of everything after the magic) and format 2 (format 3
+ * without zero-filled entries) are still read.
  */
 
-const FORMAT = 3;
 /** The oldest format this version reads (format 2 is format 3 without zero-filled entries). */
 const OLDEST_FORMAT = 2;
-const MAGIC = `TGEXE${String(FORMAT).padStart(3, '0')}`;
-const DIGEST_BYTES = 32;
-/** Where the header length starts: magic, digest. */
-const PREFIX = 8 + DIGEST_BYTES;
+/** Formats 2 and 3: the magic, the sha256 of everything after it, the header length; the header and blobs follow. */
+const SHA_PREFIX = 40;
 /** The files an exported executable may hold. */
 const FILE_NAMES = new Set(['step', 'codelets.gp']);
 
-interface Header {
-  readonly format: number;
-  readonly plan: BuildPlan;
-  readonly files: { readonly name: string; readonly offset: number; readonly size: number; readonly executable: boolean }[];
-  readonly state: ({ readonly name: string; readonly offset: number; readonly size: number } | { readonly name: string; readonly zeros: true })[];
+/**
+ * Compiles a module and writes it to `file` (atomically): its initial state is drawn and written
+ * while the C++ builds, the executable and the header once it is built.
+ */
+export function compileAndExport(module: Module, file: string, opts: CompiledBackendOptions = {}): BackendCacheStatus {
+  const { built, finish } = exportWhileBuilding(compileModuleSteps(module, opts), module, file);
+  finish();
+  return cacheStatus(built);
 }
 
-/** Compiles a module and writes it to `file` (written atomically). */
-export function compileAndExport(module: Module, file: string, opts: CompiledBackendOptions = {}): BackendCacheStatus {
-  const { bytes, status } = exportExecutable(module, opts);
-  writeFileAtomic(file, bytes);
-  return status;
+/**
+ * compileAndExport of generated sources in two steps: this builds them (through the executable
+ * cache) while the module's initial state is drawn and written into the file's temporary, and
+ * `finish` adds the executable and the header and renames the file into place.
+ */
+export function buildWritingState(sources: GeneratedSources, module: Module, file: string, opts: CompiledBackendOptions = {}): { built: BuiltExecutable; finish: () => void } {
+  return exportWhileBuilding(buildExecutableSteps(sources, opts), module, file);
 }
+
+function exportWhileBuilding(build: Waiting<BuiltExecutable>, module: Module, file: string): { built: BuiltExecutable; finish: () => void } {
+  const out = new AtomicFile(file);
+  // the temporary file goes on any failure, in the build or in finishing the file
+  const orRemove = <T>(f: () => T): T => {
+    try {
+      return f();
+    } catch (e) {
+      out.abandon();
+      throw e;
+    }
+  };
+  return orRemove(() => {
+    const writer = new ImageWriter(out);
+    const [built, state] = driveSyncWith(build, writeInitialState(module, writer));
+    const finish = () =>
+      orRemove(() => {
+        writer.finish(built.plan, writer.files(built.dir), state);
+        out.commit();
+      });
+    return { built, finish };
+  });
+}
+
+const cacheStatus = (built: BuiltExecutable): BackendCacheStatus => ({ hit: built.cached, ...(built.missReason !== undefined ? { reason: built.missReason } : {}) });
 
 /**
  * The bytes of an exported executable of `module` (compiled through the executable cache).
@@ -54,16 +87,7 @@ export function exportExecutable(module: Module, opts: CompiledBackendOptions = 
   // the initial state (random weights can take a while) is drawn while the C++ builds
   const [built, init] = driveSyncWith(compileModuleSteps(module, opts), initialStateSteps(module));
   for (const [name, t] of startFrom ?? []) if (init.has(name)) init.set(name, t);
-  return { bytes: exportImage(built, init), status: { hit: built.cached, ...(built.missReason !== undefined ? { reason: built.missReason } : {}) } };
-}
-
-/**
- * Builds generated sources (through the executable cache) and draws the module's initial state
- * while the C++ compiles: the two slow steps of an export, side by side.
- */
-export function buildDrawingInitialState(sources: GeneratedSources, module: Module, opts: CompiledBackendOptions = {}): { built: BuiltExecutable; initial: Map<string, Tensor> } {
-  const [built, initial] = driveSyncWith(buildExecutableSteps(sources, opts), initialStateSteps(module));
-  return { built, initial };
+  return { bytes: exportImage(built, init), status: cacheStatus(built) };
 }
 
 /**
@@ -71,49 +95,12 @@ export function buildDrawingInitialState(sources: GeneratedSources, module: Modu
  * plan, with `initial` as the state it starts from (whole tensors by name).
  */
 export function exportImage(built: { readonly dir: string; readonly plan: BuildPlan }, initial: ReadonlyMap<string, Tensor>): Buffer {
-  const blobs: Uint8Array[] = [];
-  let offset = 0;
-  const add = (b: Uint8Array): { offset: number; size: number } => {
-    const r = { offset, size: b.length };
-    blobs.push(b);
-    offset += b.length;
-    return r;
-  };
-  const files = ['step', 'codelets.gp']
-    .filter((f) => fs.existsSync(path.join(built.dir, f)))
-    .map((f) => ({ name: f, executable: f === 'step', ...add(fs.readFileSync(path.join(built.dir, f))) }));
-  // whole tensors (sharded state is cut when loaded); transient working copies have no value to keep
-  const state = built.plan.state
-    .filter((s) => s.storage !== 'transient')
-    .map((s) => {
-      const bytes = tensorBytes(initial.get(s.name)!);
-      return allZero(bytes) ? { name: s.name, zeros: true as const } : { name: s.name, ...add(bytes) };
-    });
-  const header: Header = { format: FORMAT, plan: built.plan, files, state };
-  const head = Buffer.from(JSON.stringify(header), 'utf8');
-  // one buffer written in place: a large model's state is copied once, not once per step
-  const out = Buffer.allocUnsafe(PREFIX + 4 + head.length + offset);
-  out.write(MAGIC, 0, 'ascii');
-  out.writeUInt32LE(head.length, PREFIX);
-  head.copy(out, PREFIX + 4);
-  let at = PREFIX + 4 + head.length;
-  for (const b of blobs) {
-    out.set(b, at);
-    at += b.length;
-  }
-  createHash('sha256').update(out.subarray(PREFIX)).digest().copy(out, 8);
-  return out;
-}
-
-const ZEROS = Buffer.alloc(1 << 16);
-
-/** Whether every byte is zero (compared a chunk at a time, at memcmp's speed). */
-function allZero(b: Uint8Array): boolean {
-  for (let o = 0; o < b.length; o += ZEROS.length) {
-    const n = Math.min(ZEROS.length, b.length - o);
-    if (Buffer.compare(b.subarray(o, o + n), ZEROS.subarray(0, n)) !== 0) return false;
-  }
-  return true;
+  const sink = new MemorySink();
+  const writer = new ImageWriter(sink);
+  // the state first, then the files: the order of a file written while its executable builds
+  const state = new Map(built.plan.state.filter((s) => s.storage !== 'transient').map((s) => [s.name, writer.state(s.name, initial.get(s.name)!)]));
+  writer.finish(built.plan, writer.files(built.dir), state);
+  return sink.bytes();
 }
 
 /** Whether `data` starts as an exported executable does (of any format version). */
@@ -133,8 +120,7 @@ export function writeFileAtomic(file: string, data: string | Uint8Array): void {
     fs.renameSync(tmp, file);
   } catch (e) {
     fs.rmSync(tmp, { force: true });
-    if ((e as NodeJS.ErrnoException).code === undefined) throw e;
-    throw new DiagnosticError(error(`cannot write ${file}: ${(e as Error).message.replace(/^[A-Z]+: /, '')}`, undefined, ['check the path, its permissions and the free space']));
+    throw writeProblem(file, e);
   }
 }
 
@@ -172,23 +158,37 @@ export function loadExecutableBytes(data: Buffer, file: string, opts: { cacheDir
   const format = Number(version[1]);
   if (format < OLDEST_FORMAT) throw bad(`format ${format}, written by an older tilegraph without a checksum`, 're-export it with this version (`tilegraph compile -o` or compileAndExport)');
   if (format > FORMAT) throw bad(`format ${format}, written by a newer tilegraph; this one reads format ${FORMAT}`, 'load it with that version, or re-export it with this one');
-  if (data.length < PREFIX + 4) throw bad('truncated header');
-  const digest = createHash('sha256').update(data.subarray(PREFIX)).digest();
-  if (!digest.equals(data.subarray(8, PREFIX))) throw bad('its checksum does not match: the file is damaged or was altered');
-  const headLen = data.readUInt32LE(PREFIX);
-  const base = PREFIX + 4 + headLen;
-  if (base > data.length) throw bad('truncated header');
+  let base: number;
+  let head: Buffer;
+  if (format >= 4) {
+    if (data.length < DATA_START) throw bad('truncated header');
+    const at = Number(data.readBigUInt64LE(16));
+    const length = data.readUInt32LE(12);
+    if (at < DATA_START || at + length > data.length) throw bad('truncated header');
+    head = data.subarray(at, at + length);
+    if (crc32(head) !== data.readUInt32LE(8)) throw bad('its checksum does not match: the file is damaged or was altered');
+    base = DATA_START;
+  } else {
+    if (data.length < SHA_PREFIX + 4) throw bad('truncated header');
+    if (!createHash('sha256').update(data.subarray(SHA_PREFIX)).digest().equals(data.subarray(8, SHA_PREFIX))) throw bad('its checksum does not match: the file is damaged or was altered');
+    base = SHA_PREFIX + 4 + data.readUInt32LE(SHA_PREFIX);
+    if (base > data.length) throw bad('truncated header');
+    head = data.subarray(SHA_PREFIX + 4, base);
+  }
   let header: Header;
   try {
-    header = JSON.parse(data.subarray(PREFIX + 4, base).toString('utf8')) as Header;
+    header = JSON.parse(head.toString('utf8')) as Header;
   } catch {
     throw bad('unreadable header');
   }
   if (typeof header !== 'object' || header === null || header.format !== format) throw bad(`header format ${JSON.stringify((header as Header | null)?.format)}, expected ${format}`);
   if (!Array.isArray(header.files) || !Array.isArray(header.state) || typeof header.plan !== 'object' || header.plan === null || !Array.isArray(header.plan.state)) throw bad('incomplete header');
-  const blob = (b: { offset: number; size: number }): Buffer => {
+  const blob = (b: Blob): Buffer => {
     if (!Number.isSafeInteger(b.offset) || !Number.isSafeInteger(b.size) || b.offset < 0 || b.size < 0 || base + b.offset + b.size > data.length) throw bad('a blob lies outside the file');
-    return data.subarray(base + b.offset, base + b.offset + b.size);
+    const bytes = data.subarray(base + b.offset, base + b.offset + b.size);
+    // format 4: each blob has a checksum of its own (formats 2 and 3 checked the whole file)
+    if (format >= 4 && crc32(bytes) !== b.crc) throw bad('its checksum does not match: the file is damaged or was altered');
+    return bytes;
   };
   const names = new Set<string>();
   for (const f of header.files) {
@@ -210,8 +210,11 @@ export function loadExecutableBytes(data: Buffer, file: string, opts: { cacheDir
     } else initial.set(s.name, tensorFromBytes(info.dtype, shape, new Uint8Array(blob(s))));
   }
   const blobs = new Map(header.files.map((f) => [f.name, blob(f)]));
-  // unpack once per distinct file content; the entry must hold exactly these blobs
-  const key = digest.toString('hex');
+  // unpack once per distinct executable (its plan and files, whatever the format and state); the
+  // entry must hold exactly these blobs
+  const identity = createHash('sha256').update(`${JSON.stringify(plan)}\0`);
+  for (const [name, b] of blobs) identity.update(`${name}\0${b.length}\0`).update(b);
+  const key = identity.digest('hex');
   const cacheDir = checkCacheDir(resolveCacheDir(opts.cacheDir));
   const dir = path.join(cacheDir, `loaded-${key.slice(0, 40)}`);
   const expect: EntryExpectation = {

@@ -5,6 +5,7 @@ import {
   Module,
   ProgramNode,
   Tensor,
+  VariableInfo,
   error,
   float32ToHalfBits,
   formatShape,
@@ -161,13 +162,17 @@ export function initialState(m: Module): Map<string, Tensor> {
 export function* initialStateSteps(m: Module): Pausable<Map<string, Tensor>> {
   const out = new Map<string, Tensor>();
   for (const v of m.variables.values()) {
-    const type = v.location?.sharded?.whole ?? v.type;
-    let t = isInitSpec(v.init) ? materializeInit(v.init, type.dtype, type.shape) : (v.init as Tensor);
-    if (t.dtype !== type.dtype) t = Tensor.from(type.dtype, type.shape, t.data);
-    out.set(v.name, t);
+    out.set(v.name, initialValue(v));
     yield;
   }
   return out;
+}
+
+/** The initial value of one of a module's variables (whole, when it is sharded). */
+export function initialValue(v: VariableInfo): Tensor {
+  const type = v.location?.sharded?.whole ?? v.type;
+  const t = isInitSpec(v.init) ? materializeInit(v.init, type.dtype, type.shape) : (v.init as Tensor);
+  return t.dtype !== type.dtype ? Tensor.from(type.dtype, type.shape, t.data) : t;
 }
 
 /** Turns a failure of the executable into a diagnostic with its stderr. */

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { progressBar } from '../progress.js';
 import { DiagnosticError, error } from '@tilegraph/ir';
-import { safeFileName } from '@tilegraph/codegen-poplar';
+import { hostUnits, safeFileName } from '@tilegraph/codegen-poplar';
 import type { BuildPlan, DeviceChoice, GeneratedSources } from '@tilegraph/codegen-poplar';
 import { Job, JobFailure, runJobs } from './sync.js';
 import { Waiting, driveSync } from './drive.js';
@@ -414,68 +414,72 @@ function objectEntry(cacheDir: string, file: string, reads: readonly string[]): 
 }
 
 /**
- * The two translation units of an emulated build, each cached by its content: the host program
+ * The translation units of an emulated build, each cached by its content: the host program
  * (host.cpp, and host_layers.cpp when the program has outlined layers, against the support
  * library's header) and the codelets' registry (popc-reflect's output for codelets.cpp, which it
- * includes). A change to one rebuilds only that one; the new ones build side by side.
+ * includes). A change to one rebuilds only that one. Returns the objects to link (an entry's, or
+ * one still to be compiled under `at` by `stages`) and `publish`, which moves the newly compiled
+ * ones into their entries once the stages have run.
  */
-function* emulationObjects(
+function emulationObjects(
   t: Extract<Toolchain, { kind: 'emulation' }>,
   sources: GeneratedSources,
   cacheDir: string,
+  at: string,
   lib: { readonly dir: string; readonly pch: readonly string[] },
   support: { readonly dir: string; readonly pch: readonly string[] },
-  opts: BuildOptions,
   warn: (msg: string) => void,
-): Waiting<{ objects: string[]; dirs: string[] }> {
+): { objects: string[]; dirs: string[]; stages: Job[][]; publish: () => void } {
   const include = path.join(t.poplarHost, 'include');
   // the library entries' names carry their keys: the headers and precompiled headers each unit reads
-  const hostFiles = hostSourceFiles(sources);
+  const hostFiles = hostUnits(sources.files);
   const hosts = hostFiles.map((f) => objectEntry(cacheDir, f, [t.version, JSON.stringify(COMPILE_FLAGS.host), path.basename(support.dir), compiledText(sources.files[f]!)]));
   const registry = objectEntry(cacheDir, 'codelets_registry.cpp', [t.version, JSON.stringify(COMPILE_FLAGS.codelets), path.basename(lib.dir), compiledText(sources.files['codelets.cpp'])]);
   const all = [...hosts, registry];
-  const missing = all.filter((o) => !useEntry(o.dir, o.expect, 'compiled object', warn));
-  if (missing.length > 0) {
-    const parent = tempDir(cacheDir, `objects-${path.basename(missing[0]!.dir)}`);
-    try {
-      const at = new Map(missing.map((o) => [o, path.join(parent, path.basename(o.dir))]));
-      const first: Job[] = [];
-      const second: Job[] = [];
-      for (const [o, dir] of at) {
-        fs.mkdirSync(dir);
-        const obj = path.join(dir, path.basename(o.object));
-        if (o !== registry) {
-          fs.writeFileSync(path.join(dir, o.file), sources.files[o.file as HostSourceFile]!);
-          second.push({ cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-I', include, '-c', path.join(dir, o.file), '-o', obj], cwd: dir, label: o.file });
-        } else {
-          // The registry includes codelets.cpp (popc-reflect's stand-in for popc), so the codelets
-          // are compiled once, there; popc-reflect takes a fraction of a second.
-          fs.writeFileSync(path.join(dir, 'codelets.cpp'), sources.files['codelets.cpp']);
-          first.push({ cmd: t.node, args: [path.join(t.poplarHost, 'tools', 'popc-reflect.js'), path.join(dir, 'codelets.cpp'), '-o', path.join(dir, 'codelets_registry.cpp')], cwd: dir, label: 'popc-reflect' });
-          second.push({ cmd: t.cxx, args: [...COMPILE_FLAGS.codelets, ...lib.pch, '-I', include, '-c', path.join(dir, 'codelets_registry.cpp'), '-o', obj], cwd: dir, label: 'codelets_registry.cpp' });
-        }
-      }
-      yield* runBuild(first.length ? [first, second] : [second], `building ${JSON.stringify(sources.plan.module)}`, parent, opts, 'compiling');
-      for (const [o, dir] of at) {
-        // the entry holds the object alone (the executable's entry keeps the sources)
-        for (const f of fs.readdirSync(dir)) if (f !== path.basename(o.object)) fs.rmSync(path.join(dir, f));
-        sealEntry(dir, { kind: 'object', key: o.expect.key!, module: sources.plan.module, source: o.file });
-        publish(dir, o.dir, (d) => entryProblem(d, o.expect));
-        touchEntry(o.dir);
-      }
-    } finally {
-      dropBuild(parent);
+  // the longest compiles start first, so that the cores finish together: the registry (codelets
+  // at -O2), then the host program's units, largest first
+  const bySize = (o: ObjectEntry) => (o === registry ? Infinity : sources.files[o.file as ReturnType<typeof hostUnits>[number]]!.length);
+  const missing = new Map(
+    all
+      .filter((o) => !useEntry(o.dir, o.expect, 'compiled object', warn))
+      .sort((a, b) => bySize(b) - bySize(a))
+      .map((o) => [o, path.join(at, path.basename(o.dir))]),
+  );
+  const first: Job[] = [];
+  const second: Job[] = [];
+  const builtObject = (o: ObjectEntry) => path.join(missing.get(o)!, path.basename(o.object));
+  for (const [o, dir] of missing) {
+    fs.mkdirSync(dir, { recursive: true });
+    if (o !== registry) {
+      fs.writeFileSync(path.join(dir, o.file), sources.files[o.file as ReturnType<typeof hostUnits>[number]]!);
+      second.push({ cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-I', include, '-c', path.join(dir, o.file), '-o', builtObject(o)], cwd: dir, label: o.file });
+    } else {
+      // The registry includes codelets.cpp (popc-reflect's stand-in for popc), so the codelets
+      // are compiled once, there; popc-reflect takes a fraction of a second.
+      fs.writeFileSync(path.join(dir, 'codelets.cpp'), sources.files['codelets.cpp']);
+      first.push({ cmd: t.node, args: [path.join(t.poplarHost, 'tools', 'popc-reflect.js'), path.join(dir, 'codelets.cpp'), '-o', path.join(dir, 'codelets_registry.cpp')], cwd: dir, label: 'popc-reflect' });
+      second.push({ cmd: t.cxx, args: [...COMPILE_FLAGS.codelets, ...lib.pch, '-I', include, '-c', path.join(dir, 'codelets_registry.cpp'), '-o', builtObject(o)], cwd: dir, label: 'codelets_registry.cpp' });
     }
   }
-  return { objects: all.map((o) => o.object), dirs: all.map((o) => o.dir) };
+  const publishAll = () => {
+    for (const [o, dir] of missing) {
+      // the entry holds the object alone (the executable's entry keeps the sources)
+      for (const f of fs.readdirSync(dir)) if (f !== path.basename(o.object)) fs.rmSync(path.join(dir, f));
+      sealEntry(dir, { kind: 'object', key: o.expect.key!, module: sources.plan.module, source: o.file });
+      publish(dir, o.dir, (d) => entryProblem(d, o.expect));
+      touchEntry(o.dir);
+    }
+  };
+  return {
+    objects: all.map((o) => (missing.has(o) ? builtObject(o) : o.object)),
+    dirs: all.map((o) => o.dir),
+    stages: [first, second].filter((s) => s.length > 0),
+    publish: publishAll,
+  };
 }
 
-type HostSourceFile = 'host.cpp' | 'host_layers.cpp';
-
-/** The host program's translation units: host.cpp, and host_layers.cpp with its outlined layers. */
-function hostSourceFiles(sources: GeneratedSources): HostSourceFile[] {
-  return sources.files['host_layers.cpp'] !== undefined ? ['host.cpp', 'host_layers.cpp'] : ['host.cpp'];
-}
+/** The build folder's subfolder where objects not in the cache are compiled (moved into their entries after the link). */
+const OBJECTS = 'objects';
 
 /** Builds (or finds in the cache) the executable for generated sources. */
 export function buildExecutable(sources: GeneratedSources, opts: BuildOptions = {}): BuiltExecutable {
@@ -518,7 +522,7 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
   const lib = t.kind === 'emulation' ? yield* emulationLibrary(t, cacheDir, opts, warn) : undefined;
   const support = yield* supportLibrary(t, sources, cacheDir, opts, warn);
   const tmp = tempDir(cacheDir, key);
-  let objects: { objects: string[]; dirs: string[] } | undefined;
+  let objects: ReturnType<typeof emulationObjects> | undefined;
   try {
     for (const [name, text] of Object.entries(sources.files)) fs.writeFileSync(path.join(tmp, name), text);
     const out = (f: string) => path.join(tmp, f);
@@ -527,15 +531,18 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
       stages = [
         [
           { cmd: t.popc, args: ['-O3', '--target', popcTargets(opts.device, t.sdk).join(','), out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
-          ...hostSourceFiles(sources).map((f): Job => ({ cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-c', out(f), '-o', out(f.replace(/\.cpp$/, '.o'))], cwd: tmp, label: f })),
+          ...hostUnits(sources.files).map((f): Job => ({ cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-c', out(f), '-o', out(f.replace(/\.cpp$/, '.o'))], cwd: tmp, label: f })),
         ],
-        [{ cmd: t.cxx, args: [...hostSourceFiles(sources).map((f) => out(f.replace(/\.cpp$/, '.o'))), support.lib, '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpopnn', '-lpoputil', '-lpoprand', gclLibrary(t.sdk)], cwd: tmp, label: 'link' }],
+        [{ cmd: t.cxx, args: [...hostUnits(sources.files).map((f) => out(f.replace(/\.cpp$/, '.o'))), support.lib, '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpopnn', '-lpoputil', '-lpoprand', gclLibrary(t.sdk)], cwd: tmp, label: 'link' }],
       ];
     } else {
-      objects = yield* emulationObjects(t, sources, cacheDir, lib!, support, opts, warn);
-      stages = [[{ cmd: t.cxx, args: [...objects.objects, support.lib, lib!.lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }]];
+      // the objects not in the cache compile in the build folder and the link follows in the same run
+      objects = emulationObjects(t, sources, cacheDir, path.join(tmp, OBJECTS), lib!, support, warn);
+      stages = [...objects.stages, [{ cmd: t.cxx, args: [...(t.linkFlags ?? []), ...objects.objects, support.lib, lib!.lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }]];
     }
     yield* runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling');
+    objects?.publish();
+    fs.rmSync(path.join(tmp, OBJECTS), { recursive: true, force: true });
     for (const f of fs.readdirSync(tmp)) if (f.endsWith('.o')) fs.rmSync(path.join(tmp, f));
     sealEntry(tmp, { kind: 'executable', module: sources.plan.module, key, toolchain: t.kind, toolchainVersion: t.version, flags: COMPILE_FLAGS, sources: inputs.sources });
     publish(tmp, final, (d) => entryProblem(d, expect));

@@ -131,17 +131,21 @@ describe('exported executables', () => {
 
   test('an altered, truncated, older, newer or inconsistent file is refused with a diagnostic', () => {
     const good = bytes();
-    expect(good.subarray(0, 8).toString()).toBe('TGEXE003');
+    expect(good.subarray(0, 8).toString()).toBe('TGEXE004');
+    // a byte of the executable (the blobs come first), then one of the header (last)
     const flipped = Buffer.from(good);
-    flipped[flipped.length - 100] ^= 1;
+    flipped[100] ^= 1;
     expect(() => loadExecutable(write('flipped.tgexe', flipped), { cacheDir })).toThrow(/checksum does not match: the file is damaged or was altered/);
-    expect(() => loadExecutable(write('short.tgexe', good.subarray(0, good.length - 10)), { cacheDir })).toThrow(/checksum does not match/);
+    const header = Buffer.from(good);
+    header[header.length - 100] ^= 0x40;
+    expect(() => loadExecutable(write('header.tgexe', header), { cacheDir })).toThrow(/checksum does not match/);
+    expect(() => loadExecutable(write('short.tgexe', good.subarray(0, good.length - 10)), { cacheDir })).toThrow(/truncated header/);
     const older = Buffer.from(good);
     older.write('TGEXE001', 0);
     expect(() => loadExecutable(write('older.tgexe', older), { cacheDir })).toThrow(/format 1, written by an older tilegraph[^]*re-export it with this version/);
     const newer = Buffer.from(good);
-    newer.write('TGEXE004', 0);
-    expect(() => loadExecutable(write('newer.tgexe', newer), { cacheDir })).toThrow(/format 4, written by a newer tilegraph/);
+    newer.write('TGEXE005', 0);
+    expect(() => loadExecutable(write('newer.tgexe', newer), { cacheDir })).toThrow(/format 5, written by a newer tilegraph/);
     const plan = built.plan;
     expect(() => loadExecutable(write('name.tgexe', forge({ format: 3, plan, files: [{ name: '../../bin/sh', offset: 0, size: 1 }], state: [] }, Buffer.from('x'))), { cacheDir })).toThrow(
       /unexpected file "..\/..\/bin\/sh"/,

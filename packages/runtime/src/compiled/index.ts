@@ -2,7 +2,7 @@ export { CompiledBackend, OfflineBackend, compiledBackend, compiledBackendWith, 
 export type { CompiledBackendOptions, ExecutableImage } from './backend.js';
 export { buildExecutable, buildKey, defaultCacheDir, gclLibrary, popcTargets } from './build.js';
 export type { BuildOptions, BuiltExecutable } from './build.js';
-export { buildDrawingInitialState, compileAndExport, exportExecutable, exportImage, isExportedExecutable, loadExecutable, loadExecutableBytes, writeFileAtomic } from './archive.js';
+export { buildWritingState, compileAndExport, exportExecutable, exportImage, isExportedExecutable, loadExecutable, loadExecutableBytes, writeFileAtomic } from './archive.js';
 export { DEFAULT_CACHE_MAX_BYTES, cacheMaxBytes, checkCacheDir, clearCache, listCache, parseByteSize, pruneCache, resolveCacheDir } from './cache.js';
 export type { CacheEntry, CacheEntryKind, PruneOptions, PruneResult } from './cache.js';
 export type { LoadedExecutable } from './archive.js';

@@ -66,6 +66,9 @@ test('a model whose codelets are unchanged reuses their compiled registry; only 
   expect(added.map((n) => n.replace(/-[0-9a-f]+$/, ''))).toEqual(['obj-host']);
   const registry = [...before.values()].find((e) => e.name.startsWith('obj-codelets_registry-'))!;
   expect(after.get(registry.name)!.valid).toBe(true);
+  // the objects compiled in the executable's build folder, linked in the same run, then moved into their entries
+  for (const e of listCache(cacheDir).filter((x) => x.kind === 'executable')) expect(fs.readdirSync(e.dir).filter((f) => f === 'objects' || f.endsWith('.o'))).toEqual([]);
+  expect(fs.readdirSync(cacheDir).filter((f) => f.startsWith('.build-'))).toEqual([]);
 });
 
 test('a damaged object is reported, discarded and compiled again', () => {

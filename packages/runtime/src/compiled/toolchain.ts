@@ -27,6 +27,8 @@ export type Toolchain =
       readonly poplarHost: string;
       /** Hash of the poplar-host sources and the compiler version. */
       readonly version: string;
+      /** How the executable is linked: with gold when it is installed (it links a program in half the time of the default ld). */
+      readonly linkFlags?: readonly string[];
     };
 
 export interface SdkVersion {
@@ -116,7 +118,7 @@ export function findToolchain(prefer: 'auto' | 'sdk' | 'emulation' = 'auto'): To
       .update(hashTree([path.join(poplarHost, 'include'), path.join(poplarHost, 'src'), path.join(poplarHost, 'tools')]))
       .update(firstLine(cxx, ['--version']))
       .digest('hex');
-    t = { kind: 'emulation', cxx, node: process.execPath, poplarHost, version };
+    t = { kind: 'emulation', cxx, node: process.execPath, poplarHost, version, ...(findOnPath('ld.gold') ? { linkFlags: ['-fuse-ld=gold'] } : {}) };
   }
   if (prefer === 'auto') cached = t;
   return t;
