@@ -111,19 +111,20 @@ describe('MultiVertex codelets never let two workers write one 32-bit word', () 
     for (const v of vertices) {
       if (!/Output<poplar::Vector<(T|half|bool)\b/.test(v)) continue;
       expect(v).not.toMatch(/\+= numWorkers\(\)\)/);
-      expect(v).toMatch(/constexpr unsigned K = tg::wordChunk</);
+      expect(v).toMatch(/tg::workerBegin\([^,]+, tg::wordChunk</);
       expect(v).toMatch(/Output<poplar::Vector<(T|half|bool), poplar::VectorLayout::SPAN, 4>>/);
     }
   });
 
-  test('vertices with only 32-bit outputs keep the element-interleaved loop; float templates take chunks of one', () => {
+  test('vertices with only 32-bit outputs split by elements; float templates take chunks of wordChunk<T>() (1 for float)', () => {
     const { codelets } = generated((b) => {
       b.output('i', b.op('add', [b.input('x', 'int32', [10]), b.scalar('int32', 1)]));
       b.output('f', b.op('exp', [b.input('y', 'float32', [10])]));
     });
-    expect(codelets).toContain('for (unsigned i = workerId; i < n; i += numWorkers())');
-    // the template is shared with half, and wordChunk<float>() is 1
-    expect(codelets).toContain('constexpr unsigned K = tg::wordChunk<T>();');
+    expect(codelets).toContain('tg::workerBegin(n, 1u, workerId, numWorkers());');
+    // the template is shared with half
+    expect(codelets).toContain('tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());');
+    expect(codelets).toContain('for (unsigned i = workBegin; i < workEnd; ++i) {');
   });
 });
 

@@ -245,18 +245,16 @@ export function outputVector(type: string): string {
 
 /**
  * The loop of a MultiVertex's compute(workerId) over `n` elements writing outputs of `types`:
- * workers interleave element by element when every output element is a whole 32-bit word, else
- * by chunks of whole words (tg::wordChunk), so that no two workers store into one word.
+ * each worker takes one contiguous run of whole 32-bit words of every output (tg::workerBegin),
+ * so that no two workers store into one word, and each worker's loads and stores are sequential.
  */
 export function workerLoop(types: readonly string[], n: string, body: readonly string[], i = 'i'): string[] {
-  if (!types.some(mayBeSubWord)) return [`for (unsigned ${i} = workerId; ${i} < ${n}; ${i} += numWorkers()) {`, ...body.map((l) => `  ${l}`), '}'];
+  const chunk = types.some(mayBeSubWord) ? `tg::wordChunk<${[...new Set(types)].join(', ')}>()` : '1u';
   return [
-    `constexpr unsigned K = tg::wordChunk<${[...new Set(types)].join(', ')}>();`,
-    `for (unsigned c = workerId * K; c < ${n}; c += numWorkers() * K) {`,
-    `  const unsigned end = c + K < ${n} ? c + K : ${n};`,
-    `  for (unsigned ${i} = c; ${i} < end; ++${i}) {`,
-    ...body.map((l) => `    ${l}`),
-    '  }',
+    `const unsigned workBegin = tg::workerBegin(${n}, ${chunk}, workerId, numWorkers());`,
+    `const unsigned workEnd = tg::workerBegin(${n}, ${chunk}, workerId + 1, numWorkers());`,
+    `for (unsigned ${i} = workBegin; ${i} < workEnd; ++${i}) {`,
+    ...body.map((l) => `  ${l}`),
     '}',
   ];
 }
