@@ -151,7 +151,58 @@ void addMove(std::vector<VertexInstance::Move> &moves, std::size_t first, std::u
       return;
     }
   }
-  moves.push_back({var, buf, bytes, 1, 0});
+  moves.push_back({var, buf, bytes, 1, 0, 1, 0});
+}
+
+/// Folds the moves of one field part (those from `first` on) that repeat the move before them a
+/// fixed distance further on in the variable into repeats of it: a broadcast over an outer dim
+/// of a contiguous or strided view becomes one move.
+void foldRepeats(std::vector<VertexInstance::Move> &moves, std::size_t first) {
+  std::size_t kept = first;
+  for (std::size_t k = first; k < moves.size(); ++k) {
+    const auto m = moves[k];
+    if (kept > first) {
+      auto &last = moves[kept - 1];
+      const std::ptrdiff_t step = m.var - (last.var + std::ptrdiff_t(last.repeats - 1) * last.repeatStride);
+      if (m.bytes == last.bytes && m.count == last.count && m.stride == last.stride &&
+          (last.repeats == 1 || step == last.repeatStride)) {
+        last.repeatStride = step;
+        ++last.repeats;
+        continue;
+      }
+    }
+    moves[kept++] = m;
+  }
+  moves.resize(kept);
+}
+
+/// Copies `count` runs of `bytes`, `stride` apart in the variable, into the buffer.
+void gatherRuns(std::uint8_t *buf, const std::uint8_t *var, std::size_t bytes, std::size_t count, std::ptrdiff_t stride) {
+  if (count == 1 || stride == static_cast<std::ptrdiff_t>(bytes)) {
+    std::memcpy(buf, var, bytes * count);
+  } else if (bytes == 4) {
+    for (std::size_t k = 0; k < count; ++k, var += stride) std::memcpy(buf + 4 * k, var, 4);
+  } else {
+    for (std::size_t k = 0; k < count; ++k, var += stride, buf += bytes) std::memcpy(buf, var, bytes);
+  }
+}
+
+/// Copies `count` runs of `bytes` from the buffer to `stride` apart in the variable, in order.
+void scatterRuns(std::uint8_t *var, const std::uint8_t *buf, std::size_t bytes, std::size_t count, std::ptrdiff_t stride) {
+  if (count == 1 || stride == static_cast<std::ptrdiff_t>(bytes)) {
+    std::memcpy(var, buf, bytes * count);
+  } else if (stride == 0) { // every run lands on the same bytes: the last one stays
+    std::memcpy(var, buf + bytes * (count - 1), bytes);
+  } else if (bytes == 4) {
+    for (std::size_t k = 0; k < count; ++k, var += stride) std::memcpy(var, buf + 4 * k, 4);
+  } else {
+    for (std::size_t k = 0; k < count; ++k, var += stride, buf += bytes) std::memcpy(var, buf, bytes);
+  }
+}
+
+/// Fills `total` bytes of `buf` with copies of its first `bytes`, doubling what is there.
+void repeatPrefix(std::uint8_t *buf, std::size_t bytes, std::size_t total) {
+  for (std::size_t done = bytes; done < total; done *= 2) std::memcpy(buf + done, buf, std::min(done, total - done));
 }
 } // namespace
 
@@ -176,6 +227,7 @@ std::unique_ptr<VertexInstance> makeVertexInstance(const VertexPlan &vp,
         addMove(inst->gathers, first, varData(r.var) + r.begin * e.elemSize, buf, r.size() * e.elemSize);
         buf += r.size() * e.elemSize;
       }
+      foldRepeats(inst->gathers, first);
       if (e.write) inst->scatters.insert(inst->scatters.end(), inst->gathers.begin() + first, inst->gathers.end());
     }
     auto keep = e.desc->bind(inst->obj, regions.data(), regions.size());
@@ -189,45 +241,32 @@ std::unique_ptr<VertexInstance> makeVertexInstance(const VertexPlan &vp,
 }
 
 void gatherMove(const VertexInstance::Move &m) {
-  const std::size_t bytes = m.bytes, count = m.count;
-  const std::ptrdiff_t stride = m.stride;
-  std::uint8_t *buf = m.buf;
-  if (count == 1 || stride == static_cast<std::ptrdiff_t>(bytes)) {
-    std::memcpy(buf, m.var, bytes * count);
-    return;
+  const std::size_t bytes = m.bytes, count = m.count, block = bytes * count;
+  if (count > 1 && m.stride == 0) { // one run repeated (a broadcast): copy it, then double it
+    std::memcpy(m.buf, m.var, bytes);
+    repeatPrefix(m.buf, bytes, block);
+  } else {
+    gatherRuns(m.buf, m.var, bytes, count, m.stride);
   }
-  if (stride == 0) { // one run repeated (a broadcast): copy it, then double what is there
-    const std::size_t total = bytes * count;
-    std::memcpy(buf, m.var, bytes);
-    for (std::size_t done = bytes; done < total; done *= 2) std::memcpy(buf + done, buf, std::min(done, total - done));
+  if (m.repeats == 1) return;
+  if (m.repeatStride == 0) { // the same block again: double what is there
+    repeatPrefix(m.buf, block, block * m.repeats);
     return;
   }
   const std::uint8_t *var = m.var;
-  if (bytes == 4) {
-    for (std::size_t k = 0; k < count; ++k, var += stride) std::memcpy(buf + 4 * k, var, 4);
-    return;
+  for (std::size_t r = 1; r < m.repeats; ++r) {
+    var += m.repeatStride;
+    gatherRuns(m.buf + r * block, var, bytes, count, m.stride);
   }
-  for (std::size_t k = 0; k < count; ++k, var += stride, buf += bytes) std::memcpy(buf, var, bytes);
 }
 
 void scatterMove(const VertexInstance::Move &m) {
-  const std::size_t bytes = m.bytes, count = m.count;
-  const std::ptrdiff_t stride = m.stride;
-  const std::uint8_t *buf = m.buf;
-  if (count == 1 || stride == static_cast<std::ptrdiff_t>(bytes)) {
-    std::memcpy(m.var, buf, bytes * count);
-    return;
-  }
-  if (stride == 0) { // every run lands on the same bytes: the last one stays
-    std::memcpy(m.var, buf + bytes * (count - 1), bytes);
-    return;
-  }
-  std::uint8_t *var = m.var;
-  if (bytes == 4) {
-    for (std::size_t k = 0; k < count; ++k, var += stride) std::memcpy(var, buf + 4 * k, 4);
-    return;
-  }
-  for (std::size_t k = 0; k < count; ++k, var += stride, buf += bytes) std::memcpy(var, buf, bytes);
+  const std::size_t block = m.bytes * m.count;
+  // repeats landing on the same bytes: the last one stays
+  const std::size_t from = m.repeatStride == 0 ? m.repeats - 1 : 0;
+  std::uint8_t *var = m.var + std::ptrdiff_t(from) * m.repeatStride;
+  for (std::size_t r = from; r < m.repeats; ++r, var += m.repeatStride)
+    scatterRuns(var, m.buf + r * block, m.bytes, m.count, m.stride);
 }
 
 } // namespace poplar_host

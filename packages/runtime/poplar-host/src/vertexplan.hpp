@@ -71,12 +71,16 @@ struct VertexInstance {
   void *obj = nullptr;
   std::vector<std::uint8_t> buffer;
   /// `count` runs of `bytes` between a variable and the buffer: in the buffer one after another,
-  /// in the variable `stride` bytes apart (0 for a broadcast element, `bytes` when contiguous).
+  /// in the variable `stride` bytes apart (0 for a broadcast element, `bytes` when contiguous);
+  /// all that `repeats` times, `repeatStride` bytes further on in the variable each time (0 for
+  /// a broadcast over an outer dim) and right after the previous time in the buffer.
   struct Move {
     std::uint8_t *var;
     std::uint8_t *buf;
     std::size_t bytes, count;
     std::ptrdiff_t stride;
+    std::size_t repeats;
+    std::ptrdiff_t repeatStride;
   };
   /// The gathers (every field part not bound in place) and the scatters (written parts not bound
   /// in place) of this vertex, resolved to addresses once: the variables' storage never moves.

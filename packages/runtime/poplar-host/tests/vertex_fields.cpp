@@ -48,6 +48,8 @@ int main() {
       {"transposed", m.transpose().flatten(), {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}},
       {"concatenated", concat(v.slice(10, 12), w), {10, 11, 100, 101, 102, 103}},
       {"broadcast rows", m.slice(1, 2, 0).broadcast(2, 0).flatten(), {4, 5, 6, 7, 4, 5, 6, 7}},
+      {"broadcast strided", v.subSample(4, 0).reshape({1, 3}).broadcast(3, 0).flatten(), {0, 4, 8, 0, 4, 8, 0, 4, 8}},
+      {"broadcast columns", m.slice(0, 2, 1).reshape({3, 2, 1}).broadcast(2, 2).flatten(), {0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9}},
   };
   ComputeSet cs = graph.addComputeSet("fields");
   std::vector<Tensor> outs;
@@ -68,6 +70,11 @@ int main() {
   graph.setTileMapping(toV, 0);
   graph.createHostRead("v", v);
   graph.createHostRead("w", w);
+  // and into a transposed view: runs a row apart, repeated a column further on each time
+  Tensor q = graph.addVariable(FLOAT, {3, 4}, "q");
+  graph.setTileMapping(q, 3);
+  graph.createHostRead("q", q);
+  graph.setTileMapping(graph.addVertex(cs, "Move", {{"src", v}, {"dst", q.transpose().flatten()}}), 3);
 
   // A second compute set: outputs that are one run of a variable are written where they lie only
   // when no other field overlaps them. x[0:4] is written while another vertex reads x[2:6], y[1:5]
@@ -105,6 +112,10 @@ int main() {
   CHECK_VEC(gotV, expectV);
   const std::vector<float> expectW{7, 101, 7, 103};
   CHECK_VEC(gotW, expectW);
+  std::vector<float> gotQ(12);
+  engine.readTensor("q", gotQ.data(), gotQ.data() + gotQ.size());
+  const std::vector<float> expectQ{0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11}; // q[j][i] = v[3i + j] as before the compute set
+  CHECK_VEC(gotQ, expectQ);
   const std::vector<std::pair<const char *, std::vector<float>>> inPlaceExpect{
       {"x", {50, 51, 52, 53, 4, 5, 6, 7}}, {"xRead", {2, 3, 4, 5}},        {"y", {20, 20, 21, 22, 23, 25, 26, 27}},
       {"z", {50, 51, 52, 53, 34, 35, 36, 37}}, {"zRead", {34, 35, 36, 37}}, {"u", {50, 51, 52, 53}}};
