@@ -36,13 +36,15 @@ poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::
 }
 
 void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const std::string &vertex,
-                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement) {
+                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement,
+                       const char *firstField) {
   forEachRegion(g, over, [&](unsigned tile, std::size_t b, std::size_t e) {
     poplar::VertexRef v = g.addVertex(cs, vertex);
     for (const RegionField &f : fields) {
       g.connect(v[f.name], f.whole ? f.t : f.t.slice(b, e));
       if (f.mapHere) g.setTileMapping(f.t.slice(b, e), tile);
     }
+    if (firstField) g.setInitialValue(v[firstField], unsigned(b));
     g.setTileMapping(v, tile);
     setCycles(g, v, e - b, cyclesPerElement);
   });

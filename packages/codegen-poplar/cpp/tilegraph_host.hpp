@@ -120,7 +120,7 @@ template <typename F> void forEachRegion(poplar::Graph &g, const poplar::Tensor 
 void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsigned perElement);
 
 // A field of the vertices addRegionVertices adds: connected to each region's slice of t, or to t
-// whole (a scalar); an output made unmapped is mapped region by region to its vertex's tile.
+// whole (a scalar, or an input each vertex indexes by its first element); an output made unmapped is mapped region by region to its vertex's tile.
 struct RegionField {
   const char *name;
   poplar::Tensor t;
@@ -129,10 +129,12 @@ struct RegionField {
 };
 
 // The element-wise pattern: one vertex of class `vertex` per contiguous region of flat tensor
-// `over` on each tile, on that tile, with setCycles' estimate for cyclesPerElement. (A function
-// of the library rather than a loop in each program: generated programs compile faster.)
+// `over` on each tile, on that tile, with setCycles' estimate for cyclesPerElement; with
+// `firstField`, that unsigned member of each vertex is set to its region's first element.
+// (A function of the library rather than a loop in each program: generated programs compile faster.)
 void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const std::string &vertex,
-                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement);
+                       const poplar::Tensor &over, const std::vector<RegionField> &fields, unsigned cyclesPerElement,
+                       const char *firstField = nullptr);
 
 // A state or input tensor as a program's declare() lists it: spread linearly over the tiles of
 // its IPU from tile `offset` on, in 8-byte grains and at least 128 bytes a tile (the generator's

@@ -270,17 +270,24 @@ class Fused0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
+  unsigned first;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
     const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
-    for (unsigned i = workBegin; i < workEnd; ++i) {
-      const T x0 = in0[i];
-      const T x1 = in1[i];
-      const T v0 = T(float(x0) + float(x1));
-      out0[i] = v0;
+    for (unsigned s = workBegin; s < workEnd;) {
+      unsigned segmentEnd = workEnd;
+      const unsigned atx1 = first + s;
+      const T x1 = in1[atx1 / 36u % 4u];
+      if (segmentEnd - s > 36u - atx1 % 36u) segmentEnd = s + (36u - atx1 % 36u);
+      for (unsigned i = s; i < segmentEnd; ++i) {
+        const T x0 = in0[i];
+        const T v0 = T(float(x0) + float(x1));
+        out0[i] = v0;
+      }
+      s = segmentEnd;
     }
     return true;
   }

@@ -144,18 +144,25 @@ class Fused0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
+  unsigned first;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
     const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
-    for (unsigned i = workBegin; i < workEnd; ++i) {
-      const T x0 = in0[i];
-      const T x1 = in1[i];
-      const T v0 = T(float(x0) + float(x1));
-      const T v1 = T(tg::reluFloat(float(v0)));
-      out0[i] = v1;
+    for (unsigned s = workBegin; s < workEnd;) {
+      unsigned segmentEnd = workEnd;
+      const unsigned atx1 = (first + s) % 16u;
+      if (segmentEnd - s > 16u - atx1) segmentEnd = s + (16u - atx1);
+      for (unsigned i = s; i < segmentEnd; ++i) {
+        const T x1 = in1[atx1 + (i - s)];
+        const T x0 = in0[i];
+        const T v0 = T(float(x0) + float(x1));
+        const T v1 = T(tg::reluFloat(float(v0)));
+        out0[i] = v1;
+      }
+      s = segmentEnd;
     }
     return true;
   }
