@@ -190,7 +190,7 @@ std::shared_ptr<CompiledGraph> compile(const poplar::Graph &graph, poplar::Array
       VertexPlan vp = planVertex(s, id);
       cg->tileBytes[static_cast<std::size_t>(v.tile)] += vertexStateBytes(vp);
       cg->alwaysLiveBytes[static_cast<std::size_t>(v.tile)] += vertexStateBytes(vp);
-      plan.bufferBytes += vp.bufferBytes;
+      plan.fieldBytes += vp.fieldBytes;
       plan.tiles.push_back(vp.tile);
       plan.vertices.push_back(std::move(vp));
     }
@@ -633,7 +633,7 @@ private:
     // compute sets of a single replica use the spare cores this way (unless
     // the IPUs already run on threads).
     const unsigned threads = local_.count() == 1 && !currentLane ? computeThreads_ : 1;
-    if (threads > 1 && insts.size() >= 2 && cg_->computeSets.at(cs).bufferBytes >= kParallelBytes) {
+    if (threads > 1 && insts.size() >= 2 && cg_->computeSets.at(cs).fieldBytes >= kParallelBytes) {
       const std::size_t n = insts.size(), chunks = std::min<std::size_t>(threads, n);
       std::vector<std::exception_ptr> errors(chunks);
       std::vector<std::thread> pool;

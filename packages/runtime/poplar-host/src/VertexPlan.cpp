@@ -45,10 +45,10 @@ VertexPlan planVertex(const GraphState &s, unsigned id) {
                                                      " is not connected"));
       const auto &t = impl(conn.tensors[i]);
       e.parts.push_back(t.regions);
-      e.partOffset.push_back(p.bufferBytes);
       e.partElems.push_back(t.numElements);
-      p.bufferBytes += align8(t.numElements * e.elemSize);
+      p.fieldBytes += t.numElements * e.elemSize;
     }
+    e.partOffset.assign(e.parts.size(), 0);
     e.inPlace.assign(e.parts.size(), false);
     p.edges.push_back(std::move(e));
   }
@@ -69,6 +69,20 @@ std::uint64_t vertexStateBytes(const VertexPlan &p) {
   }
   return bytes;
 }
+
+namespace {
+void layOutBuffers(ComputeSetPlan &plan) {
+  for (auto &vp : plan.vertices) {
+    vp.bufferBytes = 0;
+    for (auto &e : vp.edges)
+      for (std::size_t i = 0; i < e.parts.size(); ++i) {
+        if (e.inPlace[i]) continue;
+        e.partOffset[i] = vp.bufferBytes;
+        vp.bufferBytes += align8(e.partElems[i] * e.elemSize);
+      }
+  }
+}
+} // namespace
 
 void planInPlace(ComputeSetPlan &plan, const std::vector<VarInfo> &vars) {
   // A written part is a candidate when it is one run of a variable (not a constant). Bytes are
@@ -94,7 +108,7 @@ void planInPlace(ComputeSetPlan &plan, const std::vector<VarInfo> &vars) {
         if (!vars[r.var].isConstant && r.size() > 0)
           candidates.push_back({r.var, r.begin * e.elemSize, r.end * e.elemSize, &e, i, false});
       }
-  if (candidates.empty()) return;
+  if (candidates.empty()) return layOutBuffers(plan);
   const auto before = [](const Candidate &a, const Candidate &b) {
     return a.var != b.var ? a.var < b.var : a.begin < b.begin;
   };
@@ -134,6 +148,7 @@ void planInPlace(ComputeSetPlan &plan, const std::vector<VarInfo> &vars) {
       }
   for (const auto &c : candidates)
     if (!c.clash) c.edge->inPlace[c.part] = true;
+  layOutBuffers(plan);
 }
 
 namespace {

@@ -42,14 +42,15 @@ struct VertexPlan {
   std::string label;
   std::vector<EdgePlan> edges;
   std::vector<std::pair<const FieldDesc *, std::vector<ScalarValue>>> states;
-  std::size_t bufferBytes = 0;
+  std::size_t fieldBytes = 0;  ///< of all its fields
+  std::size_t bufferBytes = 0; ///< of the parts not bound in place
 };
 
 struct ComputeSetPlan {
   std::string name;
   std::vector<VertexPlan> vertices;
   std::vector<unsigned> tiles; ///< of its vertices, each once
-  std::size_t bufferBytes = 0; ///< all vertex buffers together
+  std::size_t fieldBytes = 0; ///< of all its vertices' fields
 };
 
 /// The plan of vertex `id`: its fields checked (connected, state set) and laid out in its buffer.
@@ -63,6 +64,7 @@ std::uint64_t vertexStateBytes(const VertexPlan &p);
 /// Decides which field parts of a compute set's vertices are bound where they lie: a part that
 /// is one run of one variable when it is read-only, and, when written, also only if it is not a
 /// constant and no other part of the compute set (of any vertex, its own included) overlaps it.
+/// The other parts are laid out in the vertices' buffers.
 void planInPlace(ComputeSetPlan &plan, const std::vector<VarInfo> &vars);
 
 /// One vertex object of one replica, bound to its private buffer and to the variables.
