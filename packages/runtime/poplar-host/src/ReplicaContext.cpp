@@ -125,6 +125,12 @@ void ReplicaContext::readFloats(const poplar::Tensor &t, float *dst) const {
   }
 }
 
+const float *ReplicaContext::floatsInPlace(const poplar::Tensor &t) const {
+  const auto &p = impl(t);
+  if (p.type != poplar::FLOAT || p.regions.size() != 1) return nullptr;
+  return reinterpret_cast<const float *>(varData(p.regions[0].var) + p.regions[0].begin * sizeof(float));
+}
+
 void ReplicaContext::writeFloats(const poplar::Tensor &t, const float *v) const {
   const auto &p = impl(t);
   if (p.type != poplar::FLOAT) return write(t, std::vector<double>(v, v + p.numElements));

@@ -271,6 +271,9 @@ struct ReplicaContext {
   /// The elements as floats into dst (tensor order), straight from the device bytes for float
   /// and half (exact); other types through read().
   void readFloats(const poplar::Tensor &t, float *dst) const;
+  /// The elements of a float tensor that is one run of one variable, where they lie; null for
+  /// any other tensor (read those with readFloats).
+  const float *floatsInPlace(const poplar::Tensor &t) const;
   /// Stores floats: a float tensor takes them as they are (no rounding can happen, so no flag
   /// either); other types round through write().
   void writeFloats(const poplar::Tensor &t, const float *v) const;

@@ -243,8 +243,13 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
     if (accum == Accum::Float) { // float steps on the floats themselves, without doubles
       poplar_host::ScratchLease scratch;
       const std::size_t n = in.numElements();
-      float *x = scratch.get(0, n), *acc = scratch.get(1, outN);
-      ctx.readFloats(in, x);
+      float *acc = scratch.get(1, outN);
+      const float *x = ctx.floatsInPlace(in);
+      if (!x) {
+        float *copy = scratch.get(0, n);
+        ctx.readFloats(in, copy);
+        x = copy;
+      }
       if (op == Operation::ADD) reduceFloats<Operation::ADD>(x, *layout, acc);
       else if (op == Operation::SQUARE_ADD) reduceFloats<Operation::SQUARE_ADD>(x, *layout, acc);
       else reduceFloats<Operation::MUL>(x, *layout, acc);
