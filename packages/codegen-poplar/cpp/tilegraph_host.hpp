@@ -120,12 +120,18 @@ template <typename F> void forEachRegion(poplar::Graph &g, const poplar::Tensor 
 void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsigned perElement);
 
 // A field of the vertices addRegionVertices adds: connected to each region's slice of t, or to t
-// whole (a scalar, or an input each vertex indexes by its first element); an output made unmapped is mapped region by region to its vertex's tile.
+// whole (a scalar); an output made unmapped is mapped region by region to its vertex's tile. A
+// periodic field (periodSize > 0) is an input of periodSize elements of which output element g
+// reads element (g / periodInner) % periodSize: each vertex is connected to the elements its
+// region reads (all of them when the region wraps around), and its unsigned member `<name>From`
+// is set to the first of them.
 struct RegionField {
   const char *name;
   poplar::Tensor t;
   bool whole = false;
   bool mapHere = false;
+  std::size_t periodInner = 0;
+  std::size_t periodSize = 0;
 };
 
 // The element-wise pattern: one vertex of class `vertex` per contiguous region of flat tensor

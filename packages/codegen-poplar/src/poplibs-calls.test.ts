@@ -129,7 +129,7 @@ describe('MultiVertex codelets never let two workers write one 32-bit word', () 
   });
 });
 
-describe('broadcast inputs that repeat along the output are connected whole, not broadcast', () => {
+describe('broadcast inputs that repeat along the output are connected as the elements a vertex reads, not broadcast', () => {
   test.each([
     ['a per-channel scale', [3, 1, 1], [2, 3, 8, 10], { inner: 80, size: 3 }],
     ['a bias', [10], [4, 10], { inner: 1, size: 10 }],
@@ -138,7 +138,7 @@ describe('broadcast inputs that repeat along the output are connected whole, not
     ['two blocks (not one period)', [3, 1, 10], [2, 3, 8, 10], undefined],
     ['the output size (no broadcast)', [1, 40], [4, 10], undefined],
     ['a scalar', [1, 1], [4, 10], undefined],
-    ['too large to copy to every vertex', [5000], [2, 5000], undefined],
+    ['too large for a vertex to read whole', [5000], [2, 5000], undefined],
   ] as const)('%s', (_what, input, output, expected) => {
     expect(periodicBroadcast(input, output)).toEqual(expected);
   });
@@ -147,9 +147,10 @@ describe('broadcast inputs that repeat along the output are connected whole, not
     const { host, codelets } = generated((b) => {
       b.output('y', b.op('mul', [b.input('x', 'float32', [2, 3, 4, 4]), b.input('s', 'float32', [3, 1, 1])]));
     });
-    expect(host).toMatch(/addRegionVertices\(.*\{"in1", f\d+, true\}.*, "first"\);/);
+    expect(host).toMatch(/addRegionVertices\(.*\{"in1", f\d+, false, false, 16, 3\}.*, "first"\);/);
     expect(host).not.toContain('broadcastTo(');
-    expect(codelets).toContain('const T x1 = in1[atx1 / 16u % 3u];');
+    expect(codelets).toContain('unsigned in1From;');
+    expect(codelets).toContain('const T x1 = in1[atx1 / 16u % 3u - in1From];');
   });
 });
 

@@ -271,6 +271,7 @@ public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
   unsigned first;
+  unsigned in1From;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   bool compute(unsigned workerId) {
@@ -280,7 +281,7 @@ public:
     for (unsigned s = workBegin; s < workEnd;) {
       unsigned segmentEnd = workEnd;
       const unsigned atx1 = first + s;
-      const T x1 = in1[atx1 / 36u % 4u];
+      const T x1 = in1[atx1 / 36u % 4u - in1From];
       if (segmentEnd - s > 36u - atx1 % 36u) segmentEnd = s + (36u - atx1 % 36u);
       for (unsigned i = s; i < segmentEnd; ++i) {
         const T x0 = in0[i];

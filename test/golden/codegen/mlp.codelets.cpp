@@ -145,6 +145,7 @@ public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
   unsigned first;
+  unsigned in1From;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   bool compute(unsigned workerId) {
@@ -156,7 +157,7 @@ public:
       const unsigned atx1 = (first + s) % 16u;
       if (segmentEnd - s > 16u - atx1) segmentEnd = s + (16u - atx1);
       for (unsigned i = s; i < segmentEnd; ++i) {
-        const T x1 = in1[atx1 + (i - s)];
+        const T x1 = in1[atx1 - in1From + (i - s)];
         const T x0 = in0[i];
         const T v0 = T(float(x0) + float(x1));
         const T v1 = T(tg::reluFloat(float(v0)));

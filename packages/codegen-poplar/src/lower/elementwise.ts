@@ -259,7 +259,7 @@ export function workerLoop(types: readonly string[], n: string, body: readonly s
   ];
 }
 
-/** The largest periodic input connected whole to every vertex (elements). */
+/** The largest periodic input (elements): a vertex whose region wraps around reads all of it. */
 const MAX_PERIODIC_ELEMENTS = 4096;
 
 /**
@@ -289,10 +289,10 @@ interface PeriodicInput {
 }
 
 /**
- * workerLoop for a vertex with periodic inputs (connected whole; the vertex's first element is
- * `first` of the flat output): each worker's run is cut into segments in which every periodic
- * input either stays on one element (inner > 1) or runs along its elements (inner 1), so the loop
- * over a segment reads like the one over plain vector inputs.
+ * workerLoop for a vertex with periodic inputs (the vertex's first element is `first` of the flat
+ * output; field inJ holds the input's elements from inJFrom on): each worker's run is cut into
+ * segments in which every periodic input either stays on one element (inner > 1) or runs along
+ * its elements (inner 1), so the loop over a segment reads like the one over plain vector inputs.
  */
 function segmentedWorkerLoop(types: readonly string[], n: string, periodic: readonly PeriodicInput[], body: readonly string[]): string[] {
   const loop = workerLoop(types, n, []);
@@ -302,12 +302,12 @@ function segmentedWorkerLoop(types: readonly string[], n: string, periodic: read
     const at = `at${p.local}`;
     if (p.inner > 1) {
       segment.push(`const unsigned ${at} = first + s;`);
-      segment.push(`const ${p.type} ${p.local} = ${p.field}[${at} / ${p.inner}u % ${p.size}u];`);
+      segment.push(`const ${p.type} ${p.local} = ${p.field}[${at} / ${p.inner}u % ${p.size}u - ${p.field}From];`);
       segment.push(`if (segmentEnd - s > ${p.inner}u - ${at} % ${p.inner}u) segmentEnd = s + (${p.inner}u - ${at} % ${p.inner}u);`);
     } else {
       segment.push(`const unsigned ${at} = (first + s) % ${p.size}u;`);
       segment.push(`if (segmentEnd - s > ${p.size}u - ${at}) segmentEnd = s + (${p.size}u - ${at});`);
-      inner.push(`const ${p.type} ${p.local} = ${p.field}[${at} + (i - s)];`);
+      inner.push(`const ${p.type} ${p.local} = ${p.field}[${at} - ${p.field}From + (i - s)];`);
     }
   }
   return [
@@ -336,7 +336,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   const fields: string[] = [];
   const hoisted: string[] = [];
   const perElement: string[] = [];
-  const connections: { field: string; expr: string; scalar: boolean; periodic?: boolean }[] = [];
+  const connections: { field: string; expr: string; scalar: boolean; period?: { inner: number; size: number } }[] = [];
   const periodic: PeriodicInput[] = [];
   const inputExprs: string[] = [];
   spec.inputs.forEach((inp, j) => {
@@ -356,10 +356,10 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       const period = periodicBroadcast(inp.shape, spec.shape);
       if (period) periodic.push({ local, field: `in${j}`, type: S, ...period });
       else perElement.push(`const ${S} ${local} = in${j}[i];`);
-      connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: false, periodic: period !== undefined });
+      connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: false, ...(period ? { period } : {}) });
     }
   });
-  if (periodic.length) fields.push('  unsigned first;');
+  if (periodic.length) fields.push('  unsigned first;', ...periodic.map((p) => `  unsigned ${p.field}From;`));
   const nodeExprs: string[] = [];
   spec.nodes.forEach((nd, k) => {
     const args = nd.args.map((a) => ('node' in a ? nodeExprs[a.node]! : inputExprs[a.input]!));
@@ -399,7 +399,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     const local = e.local('f');
     const src = c.scalar
       ? `scalarOf(${c.expr})`
-      : shapesEqual(inp.shape, spec.shape) || c.periodic
+      : shapesEqual(inp.shape, spec.shape) || c.period
         ? `${c.expr}.flatten()`
         : `broadcastTo(${c.expr}, ${shapeLiteral(spec.shape)}).flatten()`;
     e.emit(`poplar::Tensor ${local} = ${src};`);
@@ -412,7 +412,9 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   });
   const cs = e.computeSet(spec.label, spec.outputs.map((o) => e.bufferNamed(o.tensor)));
   const connected = [
-    ...connections.map((c, i) => (c.scalar || c.periodic ? `{"${c.field}", ${flat[i]!}, true}` : `{"${c.field}", ${flat[i]!}}`)),
+    ...connections.map((c, i) =>
+      c.scalar ? `{"${c.field}", ${flat[i]!}, true}` : c.period ? `{"${c.field}", ${flat[i]!}, false, false, ${c.period.inner}, ${c.period.size}}` : `{"${c.field}", ${flat[i]!}}`,
+    ),
     ...outFlat.map((f, m) => (spec.outputs[m]!.mapHere ? `{"out${m}", ${f}, false, true}` : `{"out${m}", ${f}}`)),
   ];
   const firstField = periodic.length ? ', "first"' : '';
@@ -421,7 +423,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   // the vertices sit on the tiles of the first output; each holds a word of its own and, per
   // field, a pointer (scalar) or a pointer and a size (vector)
   const span = e.bufferNamed(spec.outputs[0]!.tensor)?.span;
-  const stateBytes = 4 + connections.reduce((n, c) => n + (c.scalar ? 4 : 8), 0) + 8 * outFlat.length + (periodic.length ? 4 : 0);
+  const stateBytes = 4 + connections.reduce((n, c) => n + (c.scalar ? 4 : 8), 0) + 8 * outFlat.length + (periodic.length ? 4 + 4 * periodic.length : 0);
   e.mc.memory.addVertices(ipu, span?.offset ?? 0, span?.tilesUsed ?? Math.min(n, e.mc.memory.tilesPerIpu), stateBytes, e.current);
 }
 
