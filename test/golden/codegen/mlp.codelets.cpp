@@ -156,8 +156,9 @@ public:
       unsigned segmentEnd = workEnd;
       const unsigned atx1 = (first + s) % 16u;
       if (segmentEnd - s > 16u - atx1) segmentEnd = s + (16u - atx1);
+      const T *x1Run = &in1[atx1 - in1From];
       for (unsigned i = s; i < segmentEnd; ++i) {
-        const T x1 = in1[atx1 - in1From + (i - s)];
+        const T x1 = x1Run[i - s];
         const T x0 = in0[i];
         const T v0 = T(float(x0) + float(x1));
         const T v1 = T(tg::reluFloat(float(v0)));

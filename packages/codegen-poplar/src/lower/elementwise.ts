@@ -307,7 +307,9 @@ function segmentedWorkerLoop(types: readonly string[], n: string, periodic: read
     } else {
       segment.push(`const unsigned ${at} = (first + s) % ${p.size}u;`);
       segment.push(`if (segmentEnd - s > ${p.size}u - ${at}) segmentEnd = s + (${p.size}u - ${at});`);
-      inner.push(`const ${p.type} ${p.local} = ${p.field}[${at} - ${p.field}From + (i - s)];`);
+      // through a pointer: the vectoriser does not follow the index arithmetic
+      segment.push(`const ${p.type} *${p.local}Run = &${p.field}[${at} - ${p.field}From];`);
+      inner.push(`const ${p.type} ${p.local} = ${p.local}Run[i - s];`);
     }
   }
   return [
