@@ -118,4 +118,15 @@ template <typename T, typename U, typename... Rest> constexpr unsigned wordChunk
   return maxOf(wordChunk<T>(), wordChunk<U, Rest...>());
 }
 
+// Where the elements of worker `worker` of `workers` start, out of n split into chunks of `chunk`
+// elements: each worker takes one contiguous run of whole chunks, the chunks shared out as evenly
+// as they can be (worker `workers` starts at n). Contiguous runs keep every worker's loads and
+// stores sequential, which vectorises where the element code allows it.
+inline unsigned workerBegin(unsigned n, unsigned chunk, unsigned worker, unsigned workers) {
+  const unsigned chunks = (n + chunk - 1u) / chunk;
+  const unsigned extra = chunks % workers;
+  const unsigned first = worker * (chunks / workers) + (worker < extra ? worker : extra);
+  return first * chunk < n ? first * chunk : n;
+}
+
 } // namespace tg

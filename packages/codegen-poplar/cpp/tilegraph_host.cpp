@@ -35,14 +35,30 @@ poplar::Tensor newTensor(poplar::Graph &g, const poplar::Type &type, const std::
   return t;
 }
 
+namespace {
+void connectPeriodic(poplar::Graph &g, poplar::VertexRef v, const RegionField &f, std::size_t b, std::size_t e) {
+  const std::size_t firstRun = b / f.periodInner, lastRun = (e - 1) / f.periodInner;
+  const bool wraps = firstRun / f.periodSize != lastRun / f.periodSize;
+  const std::size_t from = wraps ? 0 : firstRun % f.periodSize, to = wraps ? f.periodSize : lastRun % f.periodSize + 1;
+  g.connect(v[f.name], f.t.slice(from, to));
+  g.setInitialValue(v[std::string(f.name) + "From"], unsigned(from));
+}
+} // namespace
+
 void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const char *vertex,
-                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement) {
+                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement,
+                       const char *firstField) {
   forEachRegion(g, over, [&](unsigned tile, std::size_t b, std::size_t e) {
     poplar::VertexRef v = g.addVertex(cs, vertex);
     for (const RegionField &f : fields) {
+      if (f.periodSize) {
+        connectPeriodic(g, v, f, b, e);
+        continue;
+      }
       g.connect(v[f.name], f.whole ? f.t : f.t.slice(b, e));
       if (f.mapHere) g.setTileMapping(f.t.slice(b, e), tile);
     }
+    if (firstField) g.setInitialValue(v[firstField], unsigned(b));
     g.setTileMapping(v, tile);
     setCycles(g, v, e - b, cyclesPerElement);
   });

@@ -123,19 +123,27 @@ void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsi
 // A field of the vertices addRegionVertices adds: connected to each region's slice of t, or to t
 // whole (a scalar); an output made unmapped is mapped region by region to its vertex's tile.
 // It refers to the caller's tensor rather than holding a copy: a list of these needs no
-// destructors, which makes each call in a generated program far quicker to compile.
+// destructors, which makes each call in a generated program far quicker to compile. A
+// periodic field (periodSize > 0) is an input of periodSize elements of which output element g
+// reads element (g / periodInner) % periodSize: each vertex is connected to the elements its
+// region reads (all of them when the region wraps around), and its unsigned member `<name>From`
+// is set to the first of them.
 struct RegionField {
   const char *name;
   const poplar::Tensor &t;
   bool whole = false;
   bool mapHere = false;
+  std::size_t periodInner = 0;
+  std::size_t periodSize = 0;
 };
 
 // The element-wise pattern: one vertex of class `vertex` per contiguous region of flat tensor
-// `over` on each tile, on that tile, with setCycles' estimate for cyclesPerElement. (A function
-// of the library rather than a loop in each program: generated programs compile faster.)
+// `over` on each tile, on that tile, with setCycles' estimate for cyclesPerElement; with
+// `firstField`, that unsigned member of each vertex is set to its region's first element.
+// (A function of the library rather than a loop in each program: generated programs compile faster.)
 void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const char *vertex,
-                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement);
+                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement,
+                       const char *firstField = nullptr);
 
 // A state or input tensor as a program's declare() lists it: spread linearly over the tiles of
 // its IPU from tile `offset` on, in 8-byte grains and at least 128 bytes a tile (the generator's

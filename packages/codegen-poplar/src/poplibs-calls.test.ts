@@ -1,6 +1,7 @@
 import { DiagnosticError, GraphBuilder, Module, Op, Value, execute, fileLoc, formatLocation, repeat, seq, streamIn } from '@tilegraph/ir';
 import type { GraphEmitter } from './context.js';
 import { generatePoplar } from './generate.js';
+import { periodicBroadcast } from './lower/elementwise.js';
 import { checkDynamicSlice, checkMultiSlice, checkMultiUpdateAdd, checkPoplinTypes, checkReduce, fillValueType } from './lower/preconditions.js';
 
 /**
@@ -111,19 +112,45 @@ describe('MultiVertex codelets never let two workers write one 32-bit word', () 
     for (const v of vertices) {
       if (!/Output<poplar::Vector<(T|half|bool)\b/.test(v)) continue;
       expect(v).not.toMatch(/\+= numWorkers\(\)\)/);
-      expect(v).toMatch(/constexpr unsigned K = tg::wordChunk</);
+      expect(v).toMatch(/tg::workerBegin\([^,]+, tg::wordChunk</);
       expect(v).toMatch(/Output<poplar::Vector<(T|half|bool), poplar::VectorLayout::SPAN, 4>>/);
     }
   });
 
-  test('vertices with only 32-bit outputs keep the element-interleaved loop; float templates take chunks of one', () => {
+  test('vertices with only 32-bit outputs split by elements; float templates take chunks of wordChunk<T>() (1 for float)', () => {
     const { codelets } = generated((b) => {
       b.output('i', b.op('add', [b.input('x', 'int32', [10]), b.scalar('int32', 1)]));
       b.output('f', b.op('exp', [b.input('y', 'float32', [10])]));
     });
-    expect(codelets).toContain('for (unsigned i = workerId; i < n; i += numWorkers())');
-    // the template is shared with half, and wordChunk<float>() is 1
-    expect(codelets).toContain('constexpr unsigned K = tg::wordChunk<T>();');
+    expect(codelets).toContain('tg::workerBegin(n, 1u, workerId, numWorkers());');
+    // the template is shared with half
+    expect(codelets).toContain('tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());');
+    expect(codelets).toContain('for (unsigned i = workBegin; i < workEnd; ++i) {');
+  });
+});
+
+describe('broadcast inputs that repeat along the output are connected as the elements a vertex reads, not broadcast', () => {
+  test.each([
+    ['a per-channel scale', [3, 1, 1], [2, 3, 8, 10], { inner: 80, size: 3 }],
+    ['a bias', [10], [4, 10], { inner: 1, size: 10 }],
+    ['rows of a matrix', [1, 3, 8, 1], [2, 3, 8, 10], { inner: 10, size: 24 }],
+    ['a block with dims of 1 inside', [3, 1, 8, 1], [2, 3, 1, 8, 5], { inner: 5, size: 24 }],
+    ['two blocks (not one period)', [3, 1, 10], [2, 3, 8, 10], undefined],
+    ['the output size (no broadcast)', [1, 40], [4, 10], undefined],
+    ['a scalar', [1, 1], [4, 10], undefined],
+    ['too large for a vertex to read whole', [5000], [2, 5000], undefined],
+  ] as const)('%s', (_what, input, output, expected) => {
+    expect(periodicBroadcast(input, output)).toEqual(expected);
+  });
+
+  test('the vertex reads a per-channel input by its first element', () => {
+    const { host, codelets } = generated((b) => {
+      b.output('y', b.op('mul', [b.input('x', 'float32', [2, 3, 4, 4]), b.input('s', 'float32', [3, 1, 1])]));
+    });
+    expect(host).toMatch(/addRegionVertices\(.*\{"in1", f\d+, false, false, 16, 3\}.*, "first"\);/);
+    expect(host).not.toContain('broadcastTo(');
+    expect(codelets).toContain('unsigned in1From;');
+    expect(codelets).toContain('const T x1 = in1[atx1 / 16u % 3u - in1From];');
   });
 });
 

@@ -124,6 +124,17 @@ template <typename T, typename U, typename... Rest> constexpr unsigned wordChunk
   return maxOf(wordChunk<T>(), wordChunk<U, Rest...>());
 }
 
+// Where the elements of worker `worker` of `workers` start, out of n split into chunks of `chunk`
+// elements: each worker takes one contiguous run of whole chunks, the chunks shared out as evenly
+// as they can be (worker `workers` starts at n). Contiguous runs keep every worker's loads and
+// stores sequential, which vectorises where the element code allows it.
+inline unsigned workerBegin(unsigned n, unsigned chunk, unsigned worker, unsigned workers) {
+  const unsigned chunks = (n + chunk - 1u) / chunk;
+  const unsigned extra = chunks % workers;
+  const unsigned first = worker * (chunks / workers) + (worker < extra ? worker : extra);
+  return first * chunk < n ? first * chunk : n;
+}
+
 } // namespace tg
 
 // Random numbers for tilegraph's random-op vertices: the reference interpreter's counter-based
@@ -259,19 +270,25 @@ class Fused0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
+  unsigned first;
+  unsigned in1From;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   bool compute(unsigned workerId) {
     const unsigned n = out0.size();
-    constexpr unsigned K = tg::wordChunk<T>();
-    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
-      const unsigned end = c + K < n ? c + K : n;
-      for (unsigned i = c; i < end; ++i) {
+    const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    for (unsigned s = workBegin; s < workEnd;) {
+      unsigned segmentEnd = workEnd;
+      const unsigned atx1 = first + s;
+      const T x1 = in1[atx1 / 36u % 4u - in1From];
+      if (segmentEnd - s > 36u - atx1 % 36u) segmentEnd = s + (36u - atx1 % 36u);
+      for (unsigned i = s; i < segmentEnd; ++i) {
         const T x0 = in0[i];
-        const T x1 = in1[i];
         const T v0 = T(float(x0) + float(x1));
         out0[i] = v0;
       }
+      s = segmentEnd;
     }
     return true;
   }
@@ -286,14 +303,12 @@ public:
 
   bool compute(unsigned workerId) {
     const unsigned n = out0.size();
-    constexpr unsigned K = tg::wordChunk<T>();
-    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
-      const unsigned end = c + K < n ? c + K : n;
-      for (unsigned i = c; i < end; ++i) {
-        const T x0 = in0[i];
-        const T v0 = T(tg::reluFloat(float(x0)));
-        out0[i] = v0;
-      }
+    const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    for (unsigned i = workBegin; i < workEnd; ++i) {
+      const T x0 = in0[i];
+      const T v0 = T(tg::reluFloat(float(x0)));
+      out0[i] = v0;
     }
     return true;
   }
@@ -323,29 +338,27 @@ public:
     const int IN_N = 36, OUT_N = 9;
     (void)PE;
     (void)OUT_N;
-    constexpr unsigned K = tg::wordChunk<T>();
-    for (unsigned c = workerId * K; c < out.size(); c += numWorkers() * K) {
-      const unsigned end = c + K < out.size() ? c + K : out.size();
-      for (unsigned o = c; o < end; ++o) {
-        const unsigned q = begin + o;
-        const int plane = int(q / unsigned(OUT_N));
-        int st[R], lo[R], hi[R];
-        for (int d = R - 1, r = int(q % unsigned(OUT_N)); d >= 0; --d) {
-          st[d] = (r % OUT[d]) * S[d] - PB[d];
-          r /= OUT[d];
-          taps(st[d], KER[d], D[d], IN[d], lo[d], hi[d]);
-        }
-        const int base = plane * IN_N;
-        float m = -INFINITY;
-        for (int t0 = lo[0]; t0 < hi[0]; ++t0) {
-          for (int t1 = lo[1]; t1 < hi[1]; ++t1) {
-            const int at = (st[0] + t0 * D[0]) * IN[1] + (st[1] + t1 * D[1]);
-            const float v = float(in[base + at]);
-            if (v > m || v != v) m = v;
-          }
-        }
-        out[o] = T(m);
+    const unsigned workBegin = tg::workerBegin(out.size(), tg::wordChunk<T>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(out.size(), tg::wordChunk<T>(), workerId + 1, numWorkers());
+    for (unsigned o = workBegin; o < workEnd; ++o) {
+      const unsigned q = begin + o;
+      const int plane = int(q / unsigned(OUT_N));
+      int st[R], lo[R], hi[R];
+      for (int d = R - 1, r = int(q % unsigned(OUT_N)); d >= 0; --d) {
+        st[d] = (r % OUT[d]) * S[d] - PB[d];
+        r /= OUT[d];
+        taps(st[d], KER[d], D[d], IN[d], lo[d], hi[d]);
       }
+      const int base = plane * IN_N;
+      float m = -INFINITY;
+      for (int t0 = lo[0]; t0 < hi[0]; ++t0) {
+        for (int t1 = lo[1]; t1 < hi[1]; ++t1) {
+          const int at = (st[0] + t0 * D[0]) * IN[1] + (st[1] + t1 * D[1]);
+          const float v = float(in[base + at]);
+          if (v > m || v != v) m = v;
+        }
+      }
+      out[o] = T(m);
     }
     return true;
   }
@@ -366,18 +379,16 @@ public:
     const unsigned key = 7u ^ *seed;
     const unsigned stream = *step;
     const unsigned n = out.size();
-    constexpr unsigned K = tg::wordChunk<T, bool>();
-    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
-      const unsigned end = c + K < n ? c + K : n;
-      for (unsigned i = c; i < end; ++i) {
-        const unsigned bits = tg::counterBits(key, stream, begin + i);
-        const bool keep = (bits >> 8) >= 4194304u;
-        mask[i] = keep;
-        // multiplied, not selected, so that NaN and inf stay visible (as in the reference)
-        const float x = float(in[i]);
-        const float v = keep ? x * 1.3333334f : x * 0.0f;
-        out[i] = T(v);
-      }
+    const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T, bool>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T, bool>(), workerId + 1, numWorkers());
+    for (unsigned i = workBegin; i < workEnd; ++i) {
+      const unsigned bits = tg::counterBits(key, stream, begin + i);
+      const bool keep = (bits >> 8) >= 4194304u;
+      mask[i] = keep;
+      // multiplied, not selected, so that NaN and inf stay visible (as in the reference)
+      const float x = float(in[i]);
+      const float v = keep ? x * 1.3333334f : x * 0.0f;
+      out[i] = T(v);
     }
     return true;
   }
@@ -394,13 +405,11 @@ public:
     const unsigned n = out0.size();
     const T x0 = *in0;
     const T x1 = T(72.0f);
-    constexpr unsigned K = tg::wordChunk<T>();
-    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
-      const unsigned end = c + K < n ? c + K : n;
-      for (unsigned i = c; i < end; ++i) {
-        const T v0 = T(float(x0) / float(x1));
-        out0[i] = v0;
-      }
+    const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    for (unsigned i = workBegin; i < workEnd; ++i) {
+      const T v0 = T(float(x0) / float(x1));
+      out0[i] = v0;
     }
     return true;
   }
@@ -418,16 +427,14 @@ public:
   bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = *in1;
-    constexpr unsigned K = tg::wordChunk<T>();
-    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
-      const unsigned end = c + K < n ? c + K : n;
-      for (unsigned i = c; i < end; ++i) {
-        const T x0 = in0[i];
-        const T x2 = in2[i];
-        const T v0 = T(float(x0) * float(x1));
-        const T v1 = T(float(x2) + float(v0));
-        out0[i] = v1;
-      }
+    const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    for (unsigned i = workBegin; i < workEnd; ++i) {
+      const T x0 = in0[i];
+      const T x2 = in2[i];
+      const T v0 = T(float(x0) * float(x1));
+      const T v1 = T(float(x2) + float(v0));
+      out0[i] = v1;
     }
     return true;
   }
@@ -444,16 +451,14 @@ public:
   bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = T(0.01f);
-    constexpr unsigned K = tg::wordChunk<T>();
-    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
-      const unsigned end = c + K < n ? c + K : n;
-      for (unsigned i = c; i < end; ++i) {
-        const T x0 = in0[i];
-        const T x2 = in2[i];
-        const T v0 = T(float(x0) * float(x1));
-        const T v1 = T(float(x2) - float(v0));
-        out0[i] = v1;
-      }
+    const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    for (unsigned i = workBegin; i < workEnd; ++i) {
+      const T x0 = in0[i];
+      const T x2 = in2[i];
+      const T v0 = T(float(x0) * float(x1));
+      const T v1 = T(float(x2) - float(v0));
+      out0[i] = v1;
     }
     return true;
   }

@@ -124,6 +124,17 @@ template <typename T, typename U, typename... Rest> constexpr unsigned wordChunk
   return maxOf(wordChunk<T>(), wordChunk<U, Rest...>());
 }
 
+// Where the elements of worker `worker` of `workers` start, out of n split into chunks of `chunk`
+// elements: each worker takes one contiguous run of whole chunks, the chunks shared out as evenly
+// as they can be (worker `workers` starts at n). Contiguous runs keep every worker's loads and
+// stores sequential, which vectorises where the element code allows it.
+inline unsigned workerBegin(unsigned n, unsigned chunk, unsigned worker, unsigned workers) {
+  const unsigned chunks = (n + chunk - 1u) / chunk;
+  const unsigned extra = chunks % workers;
+  const unsigned first = worker * (chunks / workers) + (worker < extra ? worker : extra);
+  return first * chunk < n ? first * chunk : n;
+}
+
 } // namespace tg
 
 namespace tg {
@@ -133,20 +144,27 @@ class Fused0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
+  unsigned first;
+  unsigned in1From;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   bool compute(unsigned workerId) {
     const unsigned n = out0.size();
-    constexpr unsigned K = tg::wordChunk<T>();
-    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
-      const unsigned end = c + K < n ? c + K : n;
-      for (unsigned i = c; i < end; ++i) {
+    const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    for (unsigned s = workBegin; s < workEnd;) {
+      unsigned segmentEnd = workEnd;
+      const unsigned atx1 = (first + s) % 16u;
+      if (segmentEnd - s > 16u - atx1) segmentEnd = s + (16u - atx1);
+      const T *x1Run = &in1[atx1 - in1From];
+      for (unsigned i = s; i < segmentEnd; ++i) {
+        const T x1 = x1Run[i - s];
         const T x0 = in0[i];
-        const T x1 = in1[i];
         const T v0 = T(float(x0) + float(x1));
         const T v1 = T(tg::reluFloat(float(v0)));
         out0[i] = v1;
       }
+      s = segmentEnd;
     }
     return true;
   }
@@ -162,14 +180,12 @@ public:
   bool compute(unsigned workerId) {
     const unsigned n = out0.size();
     const T x1 = T(3.0f);
-    constexpr unsigned K = tg::wordChunk<T>();
-    for (unsigned c = workerId * K; c < n; c += numWorkers() * K) {
-      const unsigned end = c + K < n ? c + K : n;
-      for (unsigned i = c; i < end; ++i) {
-        const T x0 = in0[i];
-        const T v0 = T(float(x0) / float(x1));
-        out0[i] = v0;
-      }
+    const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
+    const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    for (unsigned i = workBegin; i < workEnd; ++i) {
+      const T x0 = in0[i];
+      const T v0 = T(float(x0) / float(x1));
+      out0[i] = v0;
     }
     return true;
   }

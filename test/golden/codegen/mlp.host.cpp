@@ -93,10 +93,10 @@ poplar::program::Sequence graph_forwardBuild(Device &d) {
   // fused: %5=add %6=relu  mlp.tg:5:7
   poplar::Tensor t6 = d.ipu[0].clone(poplar::FLOAT, t4, "relu%6");
   poplar::Tensor f3 = t4.flatten();
-  poplar::Tensor f4 = broadcastTo(d.state[1], {4, 16}).flatten();
+  poplar::Tensor f4 = d.state[1].flatten();
   poplar::Tensor f5 = t6.flatten();
   poplar::ComputeSet cs0 = d.graph.addComputeSet("fused_add");
-  addRegionVertices(d.ipu[0], cs0, "tg::Fused0<float>", f5, {{"in0", f3}, {"in1", f4}, {"out0", f5}}, 2);
+  addRegionVertices(d.ipu[0], cs0, "tg::Fused0<float>", f5, {{"in0", f3}, {"in1", f4, false, false, 1, 16}, {"out0", f5}}, 2, "first");
   prog.add(poplar::program::Execute(cs0));
   // %7 = matmul(%6, %3)  mlp.tg:6:7
   poplar::Tensor a6 = t6;

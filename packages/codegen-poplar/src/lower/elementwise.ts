@@ -245,18 +245,81 @@ export function outputVector(type: string): string {
 
 /**
  * The loop of a MultiVertex's compute(workerId) over `n` elements writing outputs of `types`:
- * workers interleave element by element when every output element is a whole 32-bit word, else
- * by chunks of whole words (tg::wordChunk), so that no two workers store into one word.
+ * each worker takes one contiguous run of whole 32-bit words of every output (tg::workerBegin),
+ * so that no two workers store into one word, and each worker's loads and stores are sequential.
  */
 export function workerLoop(types: readonly string[], n: string, body: readonly string[], i = 'i'): string[] {
-  if (!types.some(mayBeSubWord)) return [`for (unsigned ${i} = workerId; ${i} < ${n}; ${i} += numWorkers()) {`, ...body.map((l) => `  ${l}`), '}'];
+  const chunk = types.some(mayBeSubWord) ? `tg::wordChunk<${[...new Set(types)].join(', ')}>()` : '1u';
   return [
-    `constexpr unsigned K = tg::wordChunk<${[...new Set(types)].join(', ')}>();`,
-    `for (unsigned c = workerId * K; c < ${n}; c += numWorkers() * K) {`,
-    `  const unsigned end = c + K < ${n} ? c + K : ${n};`,
-    `  for (unsigned ${i} = c; ${i} < end; ++${i}) {`,
-    ...body.map((l) => `    ${l}`),
+    `const unsigned workBegin = tg::workerBegin(${n}, ${chunk}, workerId, numWorkers());`,
+    `const unsigned workEnd = tg::workerBegin(${n}, ${chunk}, workerId + 1, numWorkers());`,
+    `for (unsigned ${i} = workBegin; ${i} < workEnd; ++${i}) {`,
+    ...body.map((l) => `  ${l}`),
+    '}',
+  ];
+}
+
+/** The largest periodic input (elements): a vertex whose region wraps around reads all of it. */
+const MAX_PERIODIC_ELEMENTS = 4096;
+
+/**
+ * How a broadcast input repeats along the flat output: when its dims other than 1 are one block
+ * of the output's dims, output element g reads its element (g / inner) % size, `inner` being the
+ * product of the output dims after the block (a per-channel scale: the image size; a bias: 1).
+ * Undefined for other broadcasts, for inputs of the output's size and for large inputs.
+ */
+export function periodicBroadcast(inShape: readonly number[], outShape: readonly number[]): { inner: number; size: number } | undefined {
+  const size = numElements(inShape);
+  if (inShape.length > outShape.length || size <= 1 || size === numElements(outShape) || size > MAX_PERIODIC_ELEMENTS) return undefined;
+  const padded = [...new Array<number>(outShape.length - inShape.length).fill(1), ...inShape];
+  const kept = outShape.map((d, k) => k).filter((k) => outShape[k]! > 1 && padded[k] === outShape[k]);
+  if (kept.length === 0) return undefined;
+  const first = kept[0]!, last = kept[kept.length - 1]!;
+  // inside the block every dim is the output's (dims of size 1 in both included), outside it 1
+  for (let k = 0; k < outShape.length; k++) if (k >= first && k <= last ? padded[k] !== outShape[k] : padded[k] !== 1) return undefined;
+  return { inner: numElements(outShape.slice(last + 1)), size };
+}
+
+interface PeriodicInput {
+  readonly local: string;
+  readonly field: string;
+  readonly type: string;
+  readonly inner: number;
+  readonly size: number;
+}
+
+/**
+ * workerLoop for a vertex with periodic inputs (the vertex's first element is `first` of the flat
+ * output; field inJ holds the input's elements from inJFrom on): each worker's run is cut into
+ * segments in which every periodic input either stays on one element (inner > 1) or runs along
+ * its elements (inner 1), so the loop over a segment reads like the one over plain vector inputs.
+ */
+function segmentedWorkerLoop(types: readonly string[], n: string, periodic: readonly PeriodicInput[], body: readonly string[]): string[] {
+  const loop = workerLoop(types, n, []);
+  const segment: string[] = ['unsigned segmentEnd = workEnd;'];
+  const inner: string[] = [];
+  for (const p of periodic) {
+    const at = `at${p.local}`;
+    if (p.inner > 1) {
+      segment.push(`const unsigned ${at} = first + s;`);
+      segment.push(`const ${p.type} ${p.local} = ${p.field}[${at} / ${p.inner}u % ${p.size}u - ${p.field}From];`);
+      segment.push(`if (segmentEnd - s > ${p.inner}u - ${at} % ${p.inner}u) segmentEnd = s + (${p.inner}u - ${at} % ${p.inner}u);`);
+    } else {
+      segment.push(`const unsigned ${at} = (first + s) % ${p.size}u;`);
+      segment.push(`if (segmentEnd - s > ${p.size}u - ${at}) segmentEnd = s + (${p.size}u - ${at});`);
+      // through a pointer: the vectoriser does not follow the index arithmetic
+      segment.push(`const ${p.type} *${p.local}Run = &${p.field}[${at} - ${p.field}From];`);
+      inner.push(`const ${p.type} ${p.local} = ${p.local}Run[i - s];`);
+    }
+  }
+  return [
+    ...loop.slice(0, 2),
+    'for (unsigned s = workBegin; s < workEnd;) {',
+    ...segment.map((l) => `  ${l}`),
+    '  for (unsigned i = s; i < segmentEnd; ++i) {',
+    ...[...inner, ...body].map((l) => `    ${l}`),
     '  }',
+    '  s = segmentEnd;',
     '}',
   ];
 }
@@ -275,7 +338,8 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   const fields: string[] = [];
   const hoisted: string[] = [];
   const perElement: string[] = [];
-  const connections: { field: string; expr: string; scalar: boolean }[] = [];
+  const connections: { field: string; expr: string; scalar: boolean; period?: { inner: number; size: number } }[] = [];
+  const periodic: PeriodicInput[] = [];
   const inputExprs: string[] = [];
   spec.inputs.forEach((inp, j) => {
     const S = typeName(inp.dtype, tn);
@@ -291,10 +355,13 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: true });
     } else {
       fields.push(`  poplar::Input<poplar::Vector<${S}>> in${j};`);
-      perElement.push(`const ${S} ${local} = in${j}[i];`);
-      connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: false });
+      const period = periodicBroadcast(inp.shape, spec.shape);
+      if (period) periodic.push({ local, field: `in${j}`, type: S, ...period });
+      else perElement.push(`const ${S} ${local} = in${j}[i];`);
+      connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: false, ...(period ? { period } : {}) });
     }
   });
+  if (periodic.length) fields.push('  unsigned first;', ...periodic.map((p) => `  unsigned ${p.field}From;`));
   const nodeExprs: string[] = [];
   spec.nodes.forEach((nd, k) => {
     const args = nd.args.map((a) => ('node' in a ? nodeExprs[a.node]! : inputExprs[a.input]!));
@@ -317,7 +384,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       '  bool compute(unsigned workerId) {',
       '    const unsigned n = out0.size();',
       ...hoisted.map((l) => `    ${l}`),
-      ...workerLoop(outTypes, 'n', perElement).map((l) => `    ${l}`),
+      ...(periodic.length ? segmentedWorkerLoop(outTypes, 'n', periodic, perElement) : workerLoop(outTypes, 'n', perElement)).map((l) => `    ${l}`),
       '    return true;',
       '  }',
       '};',
@@ -334,7 +401,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     const local = e.local('f');
     const src = c.scalar
       ? `scalarOf(${c.expr})`
-      : shapesEqual(inp.shape, spec.shape)
+      : shapesEqual(inp.shape, spec.shape) || c.period
         ? `${c.expr}.flatten()`
         : `broadcastTo(${c.expr}, ${shapeLiteral(spec.shape)}).flatten()`;
     e.emit(`poplar::Tensor ${local} = ${src};`);
@@ -347,15 +414,18 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   });
   const cs = e.computeSet(spec.label, spec.outputs.map((o) => e.bufferNamed(o.tensor)));
   const connected = [
-    ...connections.map((c, i) => (c.scalar ? `{"${c.field}", ${flat[i]!}, true}` : `{"${c.field}", ${flat[i]!}}`)),
+    ...connections.map((c, i) =>
+      c.scalar ? `{"${c.field}", ${flat[i]!}, true}` : c.period ? `{"${c.field}", ${flat[i]!}, false, false, ${c.period.inner}, ${c.period.size}}` : `{"${c.field}", ${flat[i]!}}`,
+    ),
     ...outFlat.map((f, m) => (spec.outputs[m]!.mapHere ? `{"out${m}", ${f}, false, true}` : `{"out${m}", ${f}}`)),
   ];
-  e.emit(`addRegionVertices(${g}, ${cs}, "${vertex}", ${outFlat[0]!}, {${connected.join(', ')}}, ${Math.max(1, spec.nodes.length)});`);
+  const firstField = periodic.length ? ', "first"' : '';
+  e.emit(`addRegionVertices(${g}, ${cs}, "${vertex}", ${outFlat[0]!}, {${connected.join(', ')}}, ${Math.max(1, spec.nodes.length)}${firstField});`);
   e.execute(cs);
   // the vertices sit on the tiles of the first output; each holds a word of its own and, per
   // field, a pointer (scalar) or a pointer and a size (vector)
   const span = e.bufferNamed(spec.outputs[0]!.tensor)?.span;
-  const stateBytes = 4 + connections.reduce((n, c) => n + (c.scalar ? 4 : 8), 0) + 8 * outFlat.length;
+  const stateBytes = 4 + connections.reduce((n, c) => n + (c.scalar ? 4 : 8), 0) + 8 * outFlat.length + (periodic.length ? 4 + 4 * periodic.length : 0);
   e.mc.memory.addVertices(ipu, span?.offset ?? 0, span?.tilesUsed ?? Math.min(n, e.mc.memory.tilesPerIpu), stateBytes, e.current);
 }
 

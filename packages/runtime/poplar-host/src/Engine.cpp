@@ -3,7 +3,8 @@
 // variable and of every vertex; replicas run on threads and meet at
 // collectives. A compute set runs as one BSP superstep: all its vertices
 // gather their inputs into private buffers, then compute, then their outputs
-// are scattered back. On a multi-IPU replica, consecutive one-IPU children of
+// are scattered back (parts that are safe to are read and written where they
+// lie: see vertexplan.hpp). On a multi-IPU replica, consecutive one-IPU children of
 // a Sequence run one thread per IPU (see ipusets.hpp). In a distributed run
 // this process runs only its share of the replicas (see distributed.hpp).
 #include "distributed.hpp"
@@ -13,6 +14,7 @@
 #include "ipusets.hpp"
 #include "liveness.hpp"
 #include "profile.hpp"
+#include "vertexplan.hpp"
 #include "world.hpp"
 
 #include <poplar/Engine.hpp>
@@ -36,36 +38,6 @@ namespace poplar_host {
 
 using Kind = ProgramNode::Kind;
 
-// --- compile-time plans -----------------------------------------------------------
-
-/// How one edge of one vertex is fed: the regions of each connected tensor
-/// (one per list element) and where they sit in the vertex's buffer.
-struct EdgePlan {
-  const FieldDesc *desc = nullptr;
-  std::size_t elemSize = 0;
-  std::vector<std::vector<Region>> parts;
-  std::vector<std::size_t> partOffset; ///< bytes into the vertex buffer
-  std::vector<std::size_t> partElems;
-  bool write = false;
-};
-
-struct VertexPlan {
-  unsigned id = 0;
-  unsigned tile = 0; ///< absolute
-  const VertexDesc *desc = nullptr;
-  std::string label;
-  std::vector<EdgePlan> edges;
-  std::vector<std::pair<const FieldDesc *, std::vector<ScalarValue>>> states;
-  std::size_t bufferBytes = 0;
-};
-
-struct ComputeSetPlan {
-  std::string name;
-  std::vector<VertexPlan> vertices;
-  std::vector<unsigned> tiles; ///< of its vertices, each once
-  std::size_t bufferBytes = 0; ///< all vertex buffers together
-};
-
 /// Everything an engine needs, fixed when the graph is compiled.
 struct CompiledGraph {
   std::shared_ptr<GraphState> graph; ///< keeps tensors' graph pointers valid
@@ -87,8 +59,6 @@ struct CompiledGraph {
 
 namespace {
 
-std::size_t align8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
-
 /// The CPU's exception flags as tile flags.
 unsigned cpuFpFlags() {
   const int f = std::fetestexcept(FE_INVALID | FE_DIVBYZERO | FE_OVERFLOW);
@@ -107,24 +77,6 @@ public:
 private:
   TileArithmetic *saved_;
 };
-
-/// Vertex state bytes on its tile: a word for the vertex, a pointer per scalar
-/// edge, pointer and size per vector, a pointer plus pointer-and-size per list
-/// element, and the values of plain members.
-std::uint64_t vertexStateBytes(const VertexPlan &p) {
-  std::uint64_t bytes = 4;
-  for (const auto &e : p.edges) {
-    if (e.desc->shape == FieldShape::Scalar) bytes += 4;
-    else if (e.desc->shape == FieldShape::Vector) bytes += 8;
-    else bytes += 4 + 8 * e.parts.size();
-  }
-  for (const auto &s : p.states) {
-    const std::size_t es = s.first->elementType.size();
-    if (s.first->shape == FieldShape::Scalar) bytes += (es + 3) & ~std::size_t(3);
-    else bytes += 8 + ((es * s.second.size() + 3) & ~std::size_t(3));
-  }
-  return bytes;
-}
 
 void checkTensorOfGraph(const GraphState &s, const poplar::Tensor &t, const char *what) {
   if (!t.valid()) return;
@@ -180,47 +132,6 @@ void walkProgram(const GraphState &s, const std::shared_ptr<ProgramNode> &n, std
   for (const auto &c : n->children) walkProgram(s, c, computeSets, functions, done, active);
   active.erase(n.get());
   done.insert(n.get());
-}
-
-VertexPlan planVertex(const GraphState &s, unsigned id) {
-  const auto &v = s.vertices[id];
-  VertexPlan p;
-  p.id = id;
-  p.tile = v.tile < 0 ? 0u : static_cast<unsigned>(v.tile);
-  p.desc = v.desc;
-  p.label = vertexLabel(s, id);
-  for (const auto &fd : v.desc->fields) {
-    if (!fd.supported) continue;
-    auto it = v.fields.find(fd.name);
-    if (fd.direction == FieldDirection::State) {
-      if (it == v.fields.end() || !it->second.valueSet)
-        throw poplar::graph_connection_error(message("Field '", fd.name, "' of ", p.label,
-                                                     " has no value (set it with Graph::setInitialValue)"));
-      p.states.emplace_back(&fd, it->second.values);
-      continue;
-    }
-    const bool connected = it != v.fields.end() && (fd.shape == FieldShape::List ? it->second.sizeSet
-                                                                                  : !it->second.tensors.empty());
-    if (!connected)
-      throw poplar::graph_connection_error(message("Field '", fd.name, "' of ", p.label, " is not connected"));
-    const auto &conn = it->second;
-    EdgePlan e;
-    e.desc = &fd;
-    e.elemSize = fd.elementType.size();
-    e.write = fd.direction != FieldDirection::In;
-    for (std::size_t i = 0; i < conn.tensors.size(); ++i) {
-      if (!conn.connected[i])
-        throw poplar::graph_connection_error(message("Element ", i, " of field '", fd.name, "' of ", p.label,
-                                                     " is not connected"));
-      const auto &t = impl(conn.tensors[i]);
-      e.parts.push_back(t.regions);
-      e.partOffset.push_back(p.bufferBytes);
-      e.partElems.push_back(t.numElements);
-      p.bufferBytes += align8(t.numElements * e.elemSize);
-    }
-    p.edges.push_back(std::move(e));
-  }
-  return p;
 }
 
 std::shared_ptr<CompiledGraph> compile(const poplar::Graph &graph, poplar::ArrayRef<poplar::program::Program> progs,
@@ -280,10 +191,11 @@ std::shared_ptr<CompiledGraph> compile(const poplar::Graph &graph, poplar::Array
       VertexPlan vp = planVertex(s, id);
       cg->tileBytes[static_cast<std::size_t>(v.tile)] += vertexStateBytes(vp);
       cg->alwaysLiveBytes[static_cast<std::size_t>(v.tile)] += vertexStateBytes(vp);
-      plan.bufferBytes += vp.bufferBytes;
+      plan.fieldBytes += vp.fieldBytes;
       plan.tiles.push_back(vp.tile);
       plan.vertices.push_back(std::move(vp));
     }
+    planInPlace(plan, cg->vars);
     std::sort(plan.tiles.begin(), plan.tiles.end());
     plan.tiles.erase(std::unique(plan.tiles.begin(), plan.tiles.end()), plan.tiles.end());
     if (usedComputeSets.count(cs)) cg->computeSets[cs] = std::move(plan);
@@ -350,32 +262,6 @@ private:
   bool aborted_ = false, diverged_ = false;
 };
 
-/// One vertex object of one replica, bound to its private buffer (and, for inputs that are one
-/// run of a variable, to the variable itself: see makeInstance).
-struct VertexInstance {
-  const VertexPlan *plan = nullptr;
-  void *obj = nullptr;
-  std::vector<std::uint8_t> buffer;
-  /// `count` runs of `bytes` between a variable and the buffer: in the buffer one after another,
-  /// in the variable `stride` bytes apart (0 for a broadcast element, `bytes` when contiguous).
-  struct Move {
-    std::uint8_t *var;
-    std::uint8_t *buf;
-    std::size_t bytes, count;
-    std::ptrdiff_t stride;
-  };
-  /// The gathers (every field part not read in place) and the scatters (written fields) of this
-  /// vertex, resolved to addresses once: the variables' storage never moves.
-  std::vector<Move> gathers, scatters;
-  std::vector<std::shared_ptr<void>> keep;
-  VertexInstance() = default;
-  VertexInstance(const VertexInstance &) = delete;
-  ~VertexInstance() {
-    keep.clear();
-    if (obj) plan->desc->destroy(obj);
-  }
-};
-
 struct StreamConnection {
   std::uint8_t *begin = nullptr;
   std::size_t bytes = 0;
@@ -412,7 +298,7 @@ public:
       auto &perReplica = instances_[kv.first];
       perReplica.resize(r);
       for (unsigned rep = local_.begin; rep < local_.end; ++rep) // only this process's replicas run
-        for (const auto &vp : kv.second.vertices) perReplica[rep].push_back(makeInstance(vp, rep));
+        for (const auto &vp : kv.second.vertices) perReplica[rep].push_back(makeVertexInstance(vp, [&](unsigned v) { return varPtr(rep, v); }));
     }
     streams_.resize(cg_->streams.size());
     copyCount_.assign(r, std::vector<std::size_t>(cg_->streams.size(), 0));
@@ -606,35 +492,6 @@ private:
     auto &info = cg_->vars[var];
     return info.isConstant ? info.constData.data() : data_[replica][var].data();
   }
-  /// Appends a run of bytes to the moves of one field part (those from `first` on), as one more
-  /// step of the last move when it continues that move's stride: the regions of broadcast and
-  /// strided views, one element each, become a few moves.
-  static void addMove(std::vector<VertexInstance::Move> &moves, std::size_t first, std::uint8_t *var,
-                      std::uint8_t *buf, std::size_t bytes) {
-    if (moves.size() > first) {
-      auto &m = moves.back();
-      const std::ptrdiff_t step = var - (m.var + (m.count - 1) * m.stride);
-      if (m.bytes == bytes && (m.count == 1 || step == m.stride)) {
-        m.stride = step;
-        ++m.count;
-        return;
-      }
-    }
-    moves.push_back({var, buf, bytes, 1, 0});
-  }
-  /// Performs a move into the buffer (gather) or back into the variable (scatter).
-  static void move(const VertexInstance::Move &m, bool gather) {
-    if (m.count == 1 || m.stride == static_cast<std::ptrdiff_t>(m.bytes)) {
-      if (gather) std::memcpy(m.buf, m.var, m.bytes * m.count);
-      else std::memcpy(m.var, m.buf, m.bytes * m.count);
-      return;
-    }
-    std::uint8_t *v = m.var, *b = m.buf;
-    for (std::size_t k = 0; k < m.count; ++k, v += m.stride, b += m.bytes) {
-      if (m.bytes == 4) gather ? std::memcpy(b, v, 4) : std::memcpy(v, b, 4);
-      else gather ? std::memcpy(b, v, m.bytes) : std::memcpy(v, b, m.bytes);
-    }
-  }
   void gather(unsigned replica, const std::vector<Region> &regions, std::size_t es, std::uint8_t *dst) {
     for (const auto &r : regions) {
       std::memcpy(dst, varPtr(replica, r.var) + r.begin * es, r.size() * es);
@@ -735,48 +592,12 @@ private:
   }
 
   // --- vertices ------------------------------------------------------------------
-  /// A vertex of `replica`. An input field part that is one run of one variable is bound to the
-  /// variable's bytes instead of a copy: vertices write only their own buffers until the
-  /// compute set's scatter, so the variable still holds the value the part would have gathered.
-  /// (The variables' storage is allocated once, with the engine, and never moves.)
-  std::unique_ptr<VertexInstance> makeInstance(const VertexPlan &vp, unsigned replica) {
-    auto inst = std::make_unique<VertexInstance>();
-    inst->plan = &vp;
-    inst->buffer.assign(std::max<std::size_t>(vp.bufferBytes, 8), 0);
-    inst->obj = vp.desc->create();
-    for (const auto &e : vp.edges) {
-      std::vector<BindRegion> regions;
-      for (std::size_t i = 0; i < e.parts.size(); ++i) {
-        std::uint8_t *buf = inst->buffer.data() + e.partOffset[i];
-        if (!e.write && e.parts[i].size() == 1) { // read in place
-          const Region &r = e.parts[i][0];
-          regions.push_back({varPtr(replica, r.var) + r.begin * e.elemSize, e.partElems[i]});
-          continue;
-        }
-        regions.push_back({buf, e.partElems[i]});
-        const std::size_t first = inst->gathers.size();
-        for (const auto &r : e.parts[i]) {
-          addMove(inst->gathers, first, varPtr(replica, r.var) + r.begin * e.elemSize, buf, r.size() * e.elemSize);
-          buf += r.size() * e.elemSize;
-        }
-        if (e.write) inst->scatters.insert(inst->scatters.end(), inst->gathers.begin() + first, inst->gathers.end());
-      }
-      auto keep = e.desc->bind(inst->obj, regions.data(), regions.size());
-      if (keep) inst->keep.push_back(std::move(keep));
-    }
-    for (const auto &s : vp.states) {
-      auto keep = s.first->setState(inst->obj, s.second.data(), s.second.size());
-      if (keep) inst->keep.push_back(std::move(keep));
-    }
-    return inst;
-  }
-
   /// Gathers the fields of vertices [begin, end) and runs them.
   void gatherAndCompute(std::vector<std::unique_ptr<VertexInstance>> &insts, std::size_t begin, std::size_t end,
                         unsigned replica) {
     for (std::size_t k = begin; k < end; ++k) {
       auto &inst = *insts[k];
-      for (const auto &m : inst.gathers) move(m, true);
+      for (const auto &m : inst.gathers) gatherMove(m);
       const unsigned tile = inst.plan->tile;
       const FpMode &mode = fp_[replica][tile];
       if (mode.ieee()) {
@@ -808,12 +629,13 @@ private:
 
   void execute(unsigned cs, unsigned replica) {
     auto &insts = instances_.at(cs)[replica];
-    // Vertices only write their own buffers until the scatter below, so
-    // splitting gather+compute over threads keeps the BSP semantics; large
+    // Vertices write only their own buffers, or parts no other vertex touches,
+    // until the scatter below, so splitting gather+compute over threads keeps
+    // the BSP semantics; large
     // compute sets of a single replica use the spare cores this way (unless
     // the IPUs already run on threads).
     const unsigned threads = spareThreads();
-    if (threads > 1 && insts.size() >= 2 && cg_->computeSets.at(cs).bufferBytes >= kParallelBytes) {
+    if (threads > 1 && insts.size() >= 2 && cg_->computeSets.at(cs).fieldBytes >= kParallelBytes) {
       const std::size_t n = insts.size(), chunks = std::min<std::size_t>(threads, n);
       std::vector<std::exception_ptr> errors(chunks);
       std::vector<std::thread> pool;
@@ -837,7 +659,7 @@ private:
       gatherAndCompute(insts, 0, insts.size(), replica);
     }
     for (auto &inst : insts)
-      for (const auto &m : inst->scatters) move(m, false);
+      for (const auto &m : inst->scatters) scatterMove(m);
     for (unsigned tile : cg_->computeSets.at(cs).tiles) advanceGenerator(replica, tile);
   }
 

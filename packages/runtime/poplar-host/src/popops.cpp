@@ -123,36 +123,81 @@ Accum accumulationType(const poplar::Type &in, const poplar::Type &out, Operatio
   return isHalf(inVertex) || isHalf(interTile) ? Accum::Half : Accum::Float;
 }
 
-/// acc[o] = the float ADD, SQUARE_ADD or MUL of x[inputs[o * k]], ..., x[inputs[o * k + k - 1]]
-/// in that order, each step rounded to float. Eight outputs advance together: their sums are
-/// independent, so the CPU overlaps them instead of waiting on one chain of additions.
+/// Where the inputs of a row-major reduction lie: the p-th input (row-major order of the reduced
+/// dims, which is the input's order) of output o (row-major order of the kept dims) is input
+/// element base[o] + offset[p].
+struct ReduceLayout {
+  std::vector<std::size_t> base, offset;
+};
+
+ReduceLayout reduceLayout(const std::vector<std::size_t> &shape, const std::vector<bool> &reduced) {
+  std::vector<std::size_t> stride(shape.size());
+  std::size_t acc = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    stride[d] = acc;
+    acc *= shape[d];
+  }
+  // the sums of the strides over every index of the dims that `which` selects, row-major
+  const auto positions = [&](bool which) {
+    std::vector<std::size_t> out{0};
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (reduced[d] != which) continue;
+      std::vector<std::size_t> next;
+      next.reserve(out.size() * shape[d]);
+      for (std::size_t p : out)
+        for (std::size_t i = 0; i < shape[d]; ++i) next.push_back(p + i * stride[d]);
+      out.swap(next);
+    }
+    return out;
+  };
+  return {positions(false), positions(true)};
+}
+
+/// acc[o] = the float ADD, SQUARE_ADD or MUL of output o's inputs (see ReduceLayout) in their
+/// order, each step rounded to float. Eight outputs advance together: their sums are
+/// independent, so the CPU overlaps them instead of waiting on one chain of additions (and adds
+/// them as one vector when the eight outputs' inputs lie side by side).
 template <Operation Op>
-void reduceFloats(const float *x, const std::uint32_t *inputs, std::size_t k, std::size_t outN, float *acc) {
+void reduceFloats(const float *x, const ReduceLayout &layout, float *acc) {
   constexpr float start = Op == Operation::MUL ? 1.0f : 0.0f;
   auto step = [](float a, float v) { return Op == Operation::ADD ? a + v : Op == Operation::SQUARE_ADD ? a + v * v : a * v; };
   constexpr std::size_t B = 8;
+  const std::size_t outN = layout.base.size(), k = layout.offset.size();
+  const std::size_t *base = layout.base.data(), *offset = layout.offset.data();
   std::size_t o = 0;
   for (; o + B <= outN; o += B) {
     float a[B];
     for (std::size_t j = 0; j < B; ++j) a[j] = start;
-    for (std::size_t p = 0; p < k; ++p)
-      for (std::size_t j = 0; j < B; ++j) a[j] = step(a[j], x[inputs[(o + j) * k + p]]);
+    if (base[o + B - 1] == base[o] + B - 1) { // the innermost dim is kept: eight neighbours
+      const float *row = x + base[o];
+      for (std::size_t p = 0; p < k; ++p)
+        for (std::size_t j = 0; j < B; ++j) a[j] = step(a[j], row[offset[p] + j]);
+    } else {
+      const float *rows[B];
+      for (std::size_t j = 0; j < B; ++j) rows[j] = x + base[o + j];
+      for (std::size_t p = 0; p < k; ++p)
+        for (std::size_t j = 0; j < B; ++j) a[j] = step(a[j], rows[j][offset[p]]);
+    }
     for (std::size_t j = 0; j < B; ++j) acc[o + j] = a[j];
   }
   for (; o < outN; ++o) {
     float a = start;
-    for (std::size_t p = 0; p < k; ++p) a = step(a, x[inputs[o * k + p]]);
+    for (std::size_t p = 0; p < k; ++p) a = step(a, x[base[o] + offset[p]]);
     acc[o] = a;
   }
 }
 
 /// A reduction's last steps: flags for the finished sums, the scale, the update, the output.
-void finishReduce(const ReplicaContext &ctx, poplar_host::Rounder &r, std::vector<double> &acc, bool finiteInput,
-                  Accum accum, const ReduceParams &params, const poplar::Tensor &out) {
+/// `finiteInput()` says whether every input was finite (an infinite float sum of finite inputs
+/// overflowed); it is only asked when a sum is infinite.
+template <class FiniteInput>
+void finishReduce(const ReplicaContext &ctx, poplar_host::Rounder &r, std::vector<double> &acc,
+                  const FiniteInput &finiteInput, Accum accum, const ReduceParams &params, const poplar::Tensor &out) {
   if (accum != Accum::Exact) {
     for (double a : acc) {
       if (std::isnan(a)) r.flags |= poplar_host::kFpInvalid;
-      else if (std::isinf(a) && finiteInput && accum == Accum::Float) r.flags |= poplar_host::kFpOverflow;
+      else if (std::isinf(a) && accum == Accum::Float && !(r.flags & poplar_host::kFpOverflow) && finiteInput())
+        r.flags |= poplar_host::kFpOverflow;
     }
     ctx.raised(r);
   }
@@ -165,6 +210,12 @@ void finishReduce(const ReplicaContext &ctx, poplar_host::Rounder &r, std::vecto
     for (std::size_t o = 0; o < acc.size(); ++o) acc[o] += prev[o];
   }
   ctx.write(out, acc);
+}
+
+template <class T> bool allFinite(const T *x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
 }
 
 void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, const poplar::Tensor &out,
@@ -180,34 +231,25 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
     throw poputil::poplibs_error("reduce: a scale is only allowed with ADD and SQUARE_ADD");
   if (params.useScale && params.scale.numElements() != 1)
     throw poputil::poplibs_error("reduce: the scale must be a single element");
-  const auto map = outputIndex(in.shape(), reduced);
   const std::size_t outN = out.numElements();
   const Operation op = params.op;
   const Accum accum = accumulationType(in.elementType(), out.elementType(), op, options);
-  // for float steps: the inputs of each output in row-major order, perOutput of them
-  std::vector<std::uint32_t> inputsOf;
-  const std::size_t perOutput = outN == 0 ? 0 : map.size() / outN;
-  if (accum == Accum::Float) {
-    std::vector<std::size_t> next(outN);
-    for (std::size_t o = 0; o < outN; ++o) next[o] = o * perOutput;
-    inputsOf.resize(map.size());
-    for (std::size_t i = 0; i < map.size(); ++i) inputsOf[next[map[i]]++] = static_cast<std::uint32_t>(i);
-  }
+  // float steps find each output's inputs by the layout, the others by the output of each input
+  const auto layout = std::make_shared<const ReduceLayout>(accum == Accum::Float ? reduceLayout(in.shape(), reduced) : ReduceLayout{});
+  const auto map = accum == Accum::Float ? std::vector<std::size_t>{} : outputIndex(in.shape(), reduced);
   // Each output accumulates its inputs in row-major order, one rounding per step.
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
     poplar_host::Rounder r = ctx.rounder(out);
     if (accum == Accum::Float) { // float steps on the floats themselves, without doubles
       poplar_host::ScratchLease scratch;
       const std::size_t n = in.numElements();
-      float *x = scratch.get(0, n), *acc = scratch.get(1, outN);
-      ctx.readFloats(in, x);
-      if (op == Operation::ADD) reduceFloats<Operation::ADD>(x, inputsOf.data(), perOutput, outN, acc);
-      else if (op == Operation::SQUARE_ADD) reduceFloats<Operation::SQUARE_ADD>(x, inputsOf.data(), perOutput, outN, acc);
-      else reduceFloats<Operation::MUL>(x, inputsOf.data(), perOutput, outN, acc);
-      bool finiteInput = true;
-      for (std::size_t i = 0; i < n && finiteInput; ++i) finiteInput = std::isfinite(x[i]);
+      float *acc = scratch.get(1, outN);
+      const float *x = ctx.floatsOf(in, scratch.get(0, n));
+      if (op == Operation::ADD) reduceFloats<Operation::ADD>(x, *layout, acc);
+      else if (op == Operation::SQUARE_ADD) reduceFloats<Operation::SQUARE_ADD>(x, *layout, acc);
+      else reduceFloats<Operation::MUL>(x, *layout, acc);
       std::vector<double> sums(acc, acc + outN);
-      return finishReduce(ctx, r, sums, finiteInput, accum, params, out);
+      return finishReduce(ctx, r, sums, [&] { return allFinite(x, n); }, accum, params, out);
     }
     const auto x = ctx.read(in);
     std::vector<double> acc(outN);
@@ -252,10 +294,7 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
       for (std::size_t o = 0; o < outN; ++o)
         if (std::isfinite(acc[o])) acc[o] += std::log(sum[o]);
     }
-    bool finiteInput = true;
-    if (accum != Accum::Exact)
-      for (double v : x) finiteInput = finiteInput && std::isfinite(v);
-    finishReduce(ctx, r, acc, finiteInput, accum, params, out);
+    finishReduce(ctx, r, acc, [&] { return allFinite(x.data(), x.size()); }, accum, params, out);
   }, {in, out, params.useScale ? params.scale : poplar::Tensor()});
 }
 

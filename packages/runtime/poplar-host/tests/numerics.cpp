@@ -186,12 +186,19 @@ int main() {
     for (int i = 0; i < 9; ++i) rows.insert(rows.end(), {1e8f, -1e8f, 1.0f});
     h.out("cols", popops::reduce(h.g, h.in(FLOAT, {3, 9}, cols), FLOAT, {0}, popops::Operation::ADD, h.prog, "cols"));
     h.out("rows", popops::reduce(h.g, h.in(FLOAT, {9, 3}, rows), FLOAT, {1}, popops::Operation::ADD, h.prog, "rows"));
+    // and over dims 0 and 2 of [2][9][3] (a batch norm's statistics): each output adds 1e8, -1e8,
+    // 1 and then 1, 0, 0, which is 2 in row-major order (1 taking dim 2 before dim 0)
+    std::vector<float> mixed;
+    for (int c = 0; c < 9; ++c) mixed.insert(mixed.end(), {1e8f, -1e8f, 1.0f});
+    for (int c = 0; c < 9; ++c) mixed.insert(mixed.end(), {1.0f, 0.0f, 0.0f});
+    h.out("mixed", popops::reduce(h.g, h.in(FLOAT, {2, 9, 3}, mixed), FLOAT, {0, 2}, popops::Operation::ADD, h.prog, "mixed"));
     auto r = runOnce(h, device);
     CHECK_EQ(r["mm"][0], 0.0);
     CHECK_EQ(r["acc"][0], 0.5);
     CHECK_EQ(r["sum"][0], 0.0);
     CHECK(r["cols"] == std::vector<double>(9, 1.0));
     CHECK(r["rows"] == std::vector<double>(9, 1.0));
+    CHECK(r["mixed"] == std::vector<double>(9, 2.0));
   }
 
   { // convolution: a 1x1 kernel over 3000 input channels of ones.

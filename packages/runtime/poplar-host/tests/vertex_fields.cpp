@@ -48,6 +48,8 @@ int main() {
       {"transposed", m.transpose().flatten(), {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}},
       {"concatenated", concat(v.slice(10, 12), w), {10, 11, 100, 101, 102, 103}},
       {"broadcast rows", m.slice(1, 2, 0).broadcast(2, 0).flatten(), {4, 5, 6, 7, 4, 5, 6, 7}},
+      {"broadcast strided", v.subSample(4, 0).reshape({1, 3}).broadcast(3, 0).flatten(), {0, 4, 8, 0, 4, 8, 0, 4, 8}},
+      {"broadcast columns", m.slice(0, 2, 1).reshape({3, 2, 1}).broadcast(2, 2).flatten(), {0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9}},
   };
   ComputeSet cs = graph.addComputeSet("fields");
   std::vector<Tensor> outs;
@@ -68,8 +70,33 @@ int main() {
   graph.setTileMapping(toV, 0);
   graph.createHostRead("v", v);
   graph.createHostRead("w", w);
+  // and into a transposed view: runs a row apart, repeated a column further on each time
+  Tensor q = graph.addVariable(FLOAT, {3, 4}, "q");
+  graph.setTileMapping(q, 3);
+  graph.createHostRead("q", q);
+  graph.setTileMapping(graph.addVertex(cs, "Move", {{"src", v}, {"dst", q.transpose().flatten()}}), 3);
 
-  Engine engine(graph, Sequence({Execute(cs)}));
+  // A second compute set: outputs that are one run of a variable are written where they lie only
+  // when no other field overlaps them. x[0:4] is written while another vertex reads x[2:6], y[1:5]
+  // by the vertex reading y[0:4], z[0:4] beside a vertex reading z[4:8]; each reader must see the
+  // values from before the compute set.
+  const auto ramp = [&](const char *name, std::size_t n, float start) {
+    std::vector<float> init(n);
+    for (std::size_t i = 0; i < n; ++i) init[i] = start + float(i);
+    Tensor t = graph.addVariable(FLOAT, {n}, name);
+    graph.setTileMapping(t, 2);
+    graph.setInitialValue(t, ArrayRef<float>(init));
+    graph.createHostRead(name, t);
+    return t;
+  };
+  const Tensor u = ramp("u", 4, 50), x = ramp("x", 8, 0), y = ramp("y", 8, 20), z = ramp("z", 8, 30);
+  const Tensor xRead = ramp("xRead", 4, 0), zRead = ramp("zRead", 4, 0);
+  ComputeSet inPlace = graph.addComputeSet("in place");
+  for (const auto &edges : std::vector<std::pair<Tensor, Tensor>>{
+           {u, x.slice(0, 4)}, {x.slice(2, 6), xRead}, {y.slice(0, 4), y.slice(1, 5)}, {u, z.slice(0, 4)}, {z.slice(4, 8), zRead}})
+    graph.setTileMapping(graph.addVertex(inPlace, "Move", {{"src", edges.first}, {"dst", edges.second}}), 2);
+
+  Engine engine(graph, Sequence({Execute(cs), Execute(inPlace)}));
   engine.load(device);
   engine.run(0);
   for (const auto &c : cases) {
@@ -85,5 +112,17 @@ int main() {
   CHECK_VEC(gotV, expectV);
   const std::vector<float> expectW{7, 101, 7, 103};
   CHECK_VEC(gotW, expectW);
+  std::vector<float> gotQ(12);
+  engine.readTensor("q", gotQ.data(), gotQ.data() + gotQ.size());
+  const std::vector<float> expectQ{0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11}; // q[j][i] = v[3i + j] as before the compute set
+  CHECK_VEC(gotQ, expectQ);
+  const std::vector<std::pair<const char *, std::vector<float>>> inPlaceExpect{
+      {"x", {50, 51, 52, 53, 4, 5, 6, 7}}, {"xRead", {2, 3, 4, 5}},        {"y", {20, 20, 21, 22, 23, 25, 26, 27}},
+      {"z", {50, 51, 52, 53, 34, 35, 36, 37}}, {"zRead", {34, 35, 36, 37}}, {"u", {50, 51, 52, 53}}};
+  for (const auto &c : inPlaceExpect) {
+    std::vector<float> got(c.second.size());
+    engine.readTensor(c.first, got.data(), got.data() + got.size());
+    ::check::report(got == c.second, std::string(c.first) + ": got " + check::vec(got) + ", expected " + check::vec(c.second), __FILE__, __LINE__);
+  }
   return check::finish("vertex_fields");
 }

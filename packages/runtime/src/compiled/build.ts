@@ -76,7 +76,9 @@ export function defaultCacheDir(): string {
 }
 
 const COMPILE_FLAGS = {
-  codelets: ['-std=c++17', '-O2'],
+  // the vectoriser at -O2 (GCC 12 on) only takes loops that need no run-time checks; the fused
+  // element-wise vertices need one (do the output and the inputs overlap?) to vectorise
+  codelets: ['-std=c++17', '-O2', '-ftree-vectorize', '-fvect-cost-model=dynamic'],
   // the host program only builds the graph: optimising it buys little and costs build time
   host: ['-std=c++17', '-O0'],
   library: ['-std=c++17', '-O2'],

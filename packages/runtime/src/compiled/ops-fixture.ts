@@ -51,6 +51,21 @@ const FAMILIES: Record<string, Family> = {
     b.output('h.to_f32', b.op('cast', [b.op('div', [a, c])], { to: 'float32' }));
     b.output('h.where', b.op('where', [b.op('greater', [a, c]), a, c]));
   },
+  // inputs broadcast along the output (per channel, per row, a bias), over several tiles so that
+  // vertices start at different elements; compared bit for bit
+  elementwise_broadcast: (b) => {
+    const x = f32(b, 'bc_x', [2, 3, 8, 10]);
+    const scale = f32(b, 'bc_scale', [3, 1, 1]);
+    const shift = f32(b, 'bc_shift', [3, 1, 1]);
+    const bias = f32(b, 'bc_bias', [10]);
+    const rows = f32(b, 'bc_rows', [3, 8, 1]);
+    b.output('bc.channel', b.op('relu', [b.op('add', [b.op('mul', [x, scale]), shift])]));
+    b.output('bc.bias', b.op('add', [x, bias]));
+    b.output('bc.rows', b.op('div', [x, rows]));
+    b.output('bc.mixed', b.op('sub', [b.op('mul', [x, scale]), bias]));
+    const h = b.input('bc_h', 'float16', [2, 3, 8, 10]);
+    b.output('bc.half', b.op('mul', [h, b.input('bc_hscale', 'float16', [3, 1, 1])]));
+  },
   elementwise_int: (b) => {
     const i = b.input('i_a', 'int32', [2, 6]);
     const j = b.input('i_b', 'int32', [6]);
