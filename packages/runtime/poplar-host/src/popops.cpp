@@ -165,17 +165,23 @@ void reduceFloats(const float *x, const ReduceLayout &layout, float *acc) {
   const std::size_t outN = layout.base.size(), k = layout.offset.size();
   const std::size_t *base = layout.base.data(), *offset = layout.offset.data();
   std::size_t o = 0;
+  // (the loops over the eight are unrolled so their sums stay in registers: left as loops, each
+  // step went through memory)
   for (; o + B <= outN; o += B) {
     float a[B];
+#pragma GCC unroll 8
     for (std::size_t j = 0; j < B; ++j) a[j] = start;
     if (base[o + B - 1] == base[o] + B - 1) { // the innermost dim is kept: eight neighbours
       const float *row = x + base[o];
       for (std::size_t p = 0; p < k; ++p)
+#pragma GCC unroll 8
         for (std::size_t j = 0; j < B; ++j) a[j] = step(a[j], row[offset[p] + j]);
     } else {
       const float *rows[B];
+#pragma GCC unroll 8
       for (std::size_t j = 0; j < B; ++j) rows[j] = x + base[o + j];
       for (std::size_t p = 0; p < k; ++p)
+#pragma GCC unroll 8
         for (std::size_t j = 0; j < B; ++j) a[j] = step(a[j], rows[j][offset[p]]);
     }
     for (std::size_t j = 0; j < B; ++j) acc[o + j] = a[j];
