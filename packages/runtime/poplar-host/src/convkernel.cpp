@@ -62,6 +62,53 @@ std::vector<std::vector<long>> positionRuns(const ConvGeometry &g) {
   return runs;
 }
 
+/// The weights as an [Co][Ci*K] matrix for conv group grp, in the order the sums take.
+void weightMatrix(const ConvGeometry &g, const float *w, std::size_t grp, float *wm) {
+  const std::size_t K = g.kernelPos.size(), depth = g.Ci * K;
+  for (std::size_t o = 0; o < g.Co; ++o)
+    for (std::size_t c = 0; c < g.Ci; ++c)
+      for (std::size_t k = 0; k < K; ++k)
+        wm[o * depth + c * K + k] = w[weightIndex(g, grp, o, c) + static_cast<std::size_t>(g.kernelPos[k])];
+}
+
+/// A Plain2D convolution, image by image, on a zero-padded copy of the image (Hp x Wp, Hp = OH +
+/// KH - 1, Wp = OW + KW - 1): output (oh, ow) at kernel position (kh, kw) reads padded element
+/// (oh + kh) * Wp + ow + kw, so on the grid of OH x Wp outputs (the last KW - 1 columns of each
+/// row are not outputs, and are dropped) row (c, kh, kw) of the unfolded inputs is the run of the
+/// padded channel c starting at kh * Wp + kw: the product reads it where it lies, with nothing
+/// unfolded. Same products, same order, same zeros as the unfolded matrix.
+void convolutionPadded(const ConvGeometry &g, const float *x, const float *w, float *y) {
+  const auto &q = g.plain;
+  const std::size_t K = g.kernelPos.size(), depth = g.Ci * K;
+  const std::size_t Hp = q.OH + q.KH - 1, Wp = q.OW + q.KW - 1, plane = Hp * Wp, cols = q.OH * Wp;
+  ScratchLease scratch;
+  float *wm = scratch.get(0, g.Co * depth);
+  // the padded image, and room after it for the rows' overrun past the last plane
+  float *padded = scratch.get(1, g.Ci * plane + Wp + q.KW + kGemmRowOverrun);
+  float *prod = scratch.get(2, g.Co * cols);
+  std::vector<std::size_t> rows(depth);
+  for (std::size_t c = 0; c < g.Ci; ++c)
+    for (std::size_t k = 0; k < K; ++k) rows[c * K + k] = c * plane + (k / q.KW) * Wp + k % q.KW;
+  std::fill(padded, padded + g.Ci * plane + Wp + q.KW + kGemmRowOverrun, 0.0f);
+  // the image's rows that lie inside the padded plane (padding above and left; any below or right
+  // stays zero)
+  const std::size_t rowsIn = std::min(q.H, Hp - std::min(Hp, q.padTop)), colsIn = std::min(q.W, Wp - std::min(Wp, q.padLeft));
+  for (std::size_t grp = 0; grp < g.G; ++grp) {
+    weightMatrix(g, w, grp, wm);
+    for (std::size_t n = 0; n < g.N; ++n) {
+      for (std::size_t c = 0; c < g.Ci; ++c) {
+        const float *src = x + ((n * g.G + grp) * g.Ci + c) * g.inN;
+        for (std::size_t r = 0; r < rowsIn; ++r)
+          std::memcpy(padded + c * plane + (r + q.padTop) * Wp + q.padLeft, src + r * q.W, colsIn * sizeof(float));
+      }
+      gemmF32Rows(g.Co, cols, depth, wm, depth, padded, rows.data(), prod, cols);
+      float *out = y + (n * g.G + grp) * g.Co * g.outN;
+      for (std::size_t o = 0; o < g.Co; ++o)
+        for (std::size_t r = 0; r < q.OH; ++r) std::memcpy(out + (o * q.OH + r) * q.OW, prod + o * cols + r * Wp, q.OW * sizeof(float));
+    }
+  }
+}
+
 } // namespace
 
 void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float *y) {
@@ -69,16 +116,15 @@ void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float
   const std::size_t wCount = g.G * g.Co * g.Ci * g.kN;
   if (!allFiniteF32(w, wCount)) return convolutionDirect(g, x, w, y);
   if (g.outN == 0 || g.Co == 0) return;
+  if (g.plain2D && g.plain.OH * (g.plain.OW + g.plain.KW - 1) >= kColumnsPerProduct)
+    return convolutionPadded(g, x, w, y);
   // small images are multiplied a few at a time, so a product has enough columns
   const std::size_t images = std::max<std::size_t>(1, std::min(g.N, kColumnsPerProduct / g.outN));
   const std::vector<std::vector<long>> runs = positionRuns(g);
   ScratchLease scratch;
   float *wm = scratch.get(0, g.Co * depth);
   for (std::size_t grp = 0; grp < g.G; ++grp) {
-    for (std::size_t o = 0; o < g.Co; ++o)
-      for (std::size_t c = 0; c < g.Ci; ++c)
-        for (std::size_t k = 0; k < K; ++k)
-          wm[o * depth + c * K + k] = w[weightIndex(g, grp, o, c) + static_cast<std::size_t>(g.kernelPos[k])];
+    weightMatrix(g, w, grp, wm);
     for (std::size_t n0 = 0; n0 < g.N; n0 += images) {
       const std::size_t nb = std::min(images, g.N - n0), width = nb * g.outN;
       // the unfolded inputs, row (c, k), column (image, output position), written as panels, a

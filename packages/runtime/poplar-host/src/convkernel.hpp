@@ -19,6 +19,14 @@ struct ConvGeometry {
   /// [position][output element]: the input element (flat within a channel) it reads, or -1 for
   /// padding.
   std::vector<std::vector<long>> inputAt;
+  /// A 2-D convolution whose only transforms are zero padding of the input and flips of the
+  /// kernel (stride 1, no dilation, no truncation): the tables above follow from these sizes,
+  /// and convolutionF32 reads its unfolded inputs straight from a padded copy of each image.
+  struct Plain2D {
+    std::size_t H = 0, W = 0, KH = 0, KW = 0, padTop = 0, padLeft = 0, OH = 0, OW = 0;
+  };
+  bool plain2D = false;
+  Plain2D plain;
 };
 
 /// y = the convolution in float: each output element starts from +0 and adds its products in

@@ -33,9 +33,12 @@ constexpr std::size_t NCMax = 2048; // columns of B per block (a whole number of
 /// acc[MR][NRV] (vectors of L lanes) += A strip x B panel over kc products; C is read first
 /// unless `first` (then the sums start from +0), and written back. Partial blocks at the edges
 /// go through a full-size scratch block.
+/// B is a packed panel (row p at b + p * NR) or, with `rows`, rows read where they lie (row p at
+/// b + rows[p]).
 template <class V, int MR, int NRV>
-__attribute__((always_inline)) inline void microBody(std::size_t kc, const float *a, const float *b, float *c,
-                                                     std::size_t ldc, bool first, int mr, int nr) {
+__attribute__((always_inline)) inline void microBody(std::size_t kc, const float *a, const float *b,
+                                                     const std::size_t *rows, float *c, std::size_t ldc, bool first,
+                                                     int mr, int nr) {
   constexpr int L = sizeof(V) / sizeof(float), NR = NRV * L;
   V acc[MR][NRV];
   float scratch[MR * NR];
@@ -55,8 +58,9 @@ __attribute__((always_inline)) inline void microBody(std::size_t kc, const float
   // the register block only stays in registers when these loops are unrolled completely
   for (std::size_t p = 0; p < kc; ++p) {
     V bv[NRV];
+    const float *bp = rows ? b + rows[p] : b + p * NR;
 #pragma GCC unroll 8
-    for (int v = 0; v < NRV; ++v) std::memcpy(&bv[v], b + p * NR + v * L, sizeof(V));
+    for (int v = 0; v < NRV; ++v) std::memcpy(&bv[v], bp + v * L, sizeof(V));
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const float s = a[p * MR + i];
@@ -80,27 +84,28 @@ __attribute__((always_inline)) inline void microBody(std::size_t kc, const float
   }
 }
 
-using Micro = void (*)(std::size_t, const float *, const float *, float *, std::size_t, bool, int, int);
+using Micro = void (*)(std::size_t, const float *, const float *, const std::size_t *, float *, std::size_t, bool,
+                      int, int);
+
+// each kernel in two versions, so the test of `rows` leaves the inner loop: B packed, B in rows
+#define POPLAR_HOST_MICRO(NAME, TARGET, V, MR, NRV)                                                                  \
+  TARGET void NAME(std::size_t kc, const float *a, const float *b, const std::size_t *rows, float *c,                \
+                   std::size_t ldc, bool first, int mr, int nr) {                                                     \
+    if (rows) microBody<V, MR, NRV>(kc, a, b, rows, c, ldc, first, mr, nr);                                          \
+    else microBody<V, MR, NRV>(kc, a, b, nullptr, c, ldc, first, mr, nr);                                            \
+  }
 
 // AVX2: 6 x 16 of C in 12 of the 16 ymm registers
 constexpr int kAvxMR = 6, kAvxNR = 16;
-__attribute__((target("avx2"))) void microAvx2(std::size_t kc, const float *a, const float *b, float *c,
-                                               std::size_t ldc, bool first, int mr, int nr) {
-  microBody<V8, kAvxMR, 2>(kc, a, b, c, ldc, first, mr, nr);
-}
+POPLAR_HOST_MICRO(microAvx2, __attribute__((target("avx2"))), V8, kAvxMR, 2)
 // AVX-512: 8 x 48 of C in 24 of the 32 zmm registers; a product and its sum go to separate
 // pipes on CPUs with separate multiply and add units, so keeping them unfused costs little there
 constexpr int kAvx512MR = 8, kAvx512NR = 48;
-__attribute__((target("avx512f"))) void microAvx512(std::size_t kc, const float *a, const float *b, float *c,
-                                                   std::size_t ldc, bool first, int mr, int nr) {
-  microBody<V16, kAvx512MR, 3>(kc, a, b, c, ldc, first, mr, nr);
-}
+POPLAR_HOST_MICRO(microAvx512, __attribute__((target("avx512f"))), V16, kAvx512MR, 3)
 // any x86-64 (SSE2), and other targets through GCC's generic vectors: 4 x 8 of C
 constexpr int kBaseMR = 4, kBaseNR = 8;
-void microBase(std::size_t kc, const float *a, const float *b, float *c, std::size_t ldc, bool first, int mr,
-               int nr) {
-  microBody<V4, kBaseMR, 2>(kc, a, b, c, ldc, first, mr, nr);
-}
+POPLAR_HOST_MICRO(microBase, , V4, kBaseMR, 2)
+#undef POPLAR_HOST_MICRO
 
 struct Kernel {
   const char *name;
@@ -235,27 +240,42 @@ namespace {
 /// Below this many products a product stays on one thread (starting one costs more).
 constexpr std::size_t kProductsPerThread = std::size_t(1) << 22;
 
-/// The product on one thread: columns [0, n) of C.
-void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
-                 float *C, std::size_t ldc);
-} // namespace
+/// Where the kernel finds B: a packer writing panels, or rows read where they lie (row p at
+/// base + rows[p]).
+struct BSource {
+  const PackB *pack = nullptr;
+  const float *base = nullptr;
+  const std::size_t *rows = nullptr;
+  /// The same B from column j0 on.
+  BSource from(std::size_t j0, PackB &shifted) const {
+    if (!pack) return {nullptr, base + j0, rows};
+    shifted = [this, j0](std::size_t p0, std::size_t kc, std::size_t js, std::size_t nc, std::size_t nr, float *out) {
+      (*pack)(p0, kc, j0 + js, nc, nr, out);
+    };
+    return {&shifted, nullptr, nullptr};
+  }
+};
 
-void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
-             float *C, std::size_t ldc) {
+/// The product on one thread: columns [0, n) of C.
+void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
+                 float *C, std::size_t ldc);
+
+/// The product with whole panels of columns split over the step's threads; every output is
+/// still summed by one thread, in order.
+void gemmSplit(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
+               float *C, std::size_t ldc) {
   const std::size_t NR = static_cast<std::size_t>(currentKernel().load(std::memory_order_relaxed)->NR);
-  // whole panels per thread; every output element is still summed by one thread, in order
   const std::size_t threads =
       std::min<std::size_t>({gemmThreads, (n + NR - 1) / NR, std::max<std::size_t>(1, m * n * k / kProductsPerThread)});
-  if (threads <= 1) return gemmColumns(m, n, k, A, lda, packB, C, ldc);
+  if (threads <= 1) return gemmColumns(m, n, k, A, lda, B, C, ldc);
   const std::size_t panels = (n + NR - 1) / NR;
   std::vector<std::thread> pool;
   std::vector<std::exception_ptr> errors(threads);
   auto part = [&](std::size_t t) {
     const std::size_t j0 = panels * t / threads * NR, j1 = std::min(n, panels * (t + 1) / threads * NR);
-    const PackB shifted = [&, j0](std::size_t p0, std::size_t kc, std::size_t js, std::size_t nc, std::size_t nr,
-                                  float *out) { packB(p0, kc, j0 + js, nc, nr, out); };
+    PackB shifted;
     try {
-      gemmColumns(m, j1 - j0, k, A, lda, shifted, C + j0, ldc);
+      gemmColumns(m, j1 - j0, k, A, lda, B.from(j0, shifted), C + j0, ldc);
     } catch (...) {
       errors[t] = std::current_exception();
     }
@@ -267,8 +287,7 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
     if (e) std::rethrow_exception(e);
 }
 
-namespace {
-void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
+void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
                  float *C, std::size_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
@@ -280,19 +299,20 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
   const std::size_t NC = NCMax / NR * NR;
   const std::size_t ncMax = std::min(NC, (n + NR - 1) / NR * NR), kcMax = std::min(KC, k);
   ScratchLease scratch;
-  float *bufB = scratch.get(0, kcMax * ncMax);
+  float *bufB = B.pack ? scratch.get(0, kcMax * ncMax) : nullptr;
   float *bufA = scratch.get(1, std::min(MC, (m + MR - 1) / MR * MR) * kcMax);
   for (std::size_t jc = 0; jc < n; jc += NC) {
     const std::size_t nc = std::min(NC, n - jc);
     for (std::size_t pc = 0; pc < k; pc += KC) {
       const std::size_t kc = std::min(KC, k - pc);
-      packB(pc, kc, jc, nc, static_cast<std::size_t>(NR), bufB);
+      if (B.pack) (*B.pack)(pc, kc, jc, nc, static_cast<std::size_t>(NR), bufB);
       for (std::size_t ic = 0; ic < m; ic += MC) {
         const std::size_t mc = std::min(MC, m - ic);
         packA(A + ic * lda + pc, lda, mc, kc, MR, bufA);
         for (std::size_t jr = 0; jr < nc; jr += NR)
           for (std::size_t ir = 0; ir < mc; ir += MR)
-            K.micro(kc, bufA + ir * kc, bufB + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, pc == 0,
+            K.micro(kc, bufA + ir * kc, B.pack ? bufB + jr * kc : B.base + jc + jr, B.pack ? nullptr : B.rows + pc,
+                    C + (ic + ir) * ldc + jc + jr, ldc, pc == 0,
                     static_cast<int>(std::min<std::size_t>(MR, mc - ir)),
                     static_cast<int>(std::min<std::size_t>(NR, nc - jr)));
       }
@@ -301,6 +321,16 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
 }
 
 } // namespace
+
+void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
+             float *C, std::size_t ldc) {
+  gemmSplit(m, n, k, A, lda, BSource{&packB, nullptr, nullptr}, C, ldc);
+}
+
+void gemmF32Rows(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
+                 const std::size_t *rows, float *C, std::size_t ldc) {
+  gemmSplit(m, n, k, A, lda, BSource{nullptr, B, rows}, C, ldc);
+}
 
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
              std::size_t ldb, float *C, std::size_t ldc) {

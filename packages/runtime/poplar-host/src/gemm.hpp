@@ -29,6 +29,13 @@ using PackB = std::function<void(std::size_t p0, std::size_t kc, std::size_t j0,
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
              float *C, std::size_t ldc);
 
+/// gemmF32 with row p of B the n floats at B + rows[p], read where they lie (a convolution's
+/// unfolded inputs that are runs of its padded input). The kernel reads whole panels, so up to
+/// kGemmRowOverrun floats past the end of a row must be readable (their products are discarded).
+void gemmF32Rows(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
+                 const std::size_t *rows, float *C, std::size_t ldc);
+constexpr std::size_t kGemmRowOverrun = 64;
+
 /// The threads the products of the calling step may use (each output is still summed by one
 /// thread, in order, so the bits do not depend on it): set for the duration of a step.
 class GemmThreads {

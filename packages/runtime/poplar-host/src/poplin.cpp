@@ -556,6 +556,17 @@ poplar_host::ConvGeometry convGeometry(const ConvParams &params, bool transposeA
   geo.Ci = params.inputChannelsPerConvGroup, geo.Co = params.outputChannelsPerConvGroup;
   geo.inN = poplar_host::product(params.inputFieldShape), geo.outN = outN, geo.kN = kN;
   geo.transposed = transposeAndFlipWeights, geo.kernelPos = std::move(kernelPos), geo.inputAt = std::move(inputAt);
+  geo.plain2D = F == 2 && geo.kernelPos.size() == kN;
+  const auto &in = params.inputTransform, &kt = params.kernelTransform;
+  for (unsigned d = 0; d < F && geo.plain2D; ++d)
+    geo.plain2D = in.truncationLower[d] == 0 && in.truncationUpper[d] == 0 && in.dilation[d] == 1 && !in.flip[d] &&
+                  kt.truncationLower[d] == 0 && kt.truncationUpper[d] == 0 && kt.dilation[d] == 1 &&
+                  kt.paddingLower[d] == 0 && kt.paddingUpper[d] == 0 && params.outputTransform.truncationLower[d] == 0 &&
+                  params.outputTransform.truncationUpper[d] == 0 && params.outputTransform.stride[d] == 1 &&
+                  params.outputTransform.paddingLower[d] == 0 && params.outputTransform.paddingUpper[d] == 0;
+  if (geo.plain2D)
+    geo.plain = {params.inputFieldShape[0], params.inputFieldShape[1], params.kernelShape[0], params.kernelShape[1],
+                 in.paddingLower[0], in.paddingLower[1], outField[0], outField[1]};
   return geo;
 }
 

@@ -177,6 +177,12 @@ int main() {
       {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, false, false},   // a single product
       {5, 1, 64, 7, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // an image a product, straight into y
       {7, 2, 3, 9, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // several images a product, panels across them
+      // large enough for the padded-image path (stride 1, no dilation): uneven padding, groups and
+      // a flipped kernel; no padding; transposeAndFlipWeights; a kernel as wide as the image
+      {2, 2, 3, 5, 20, 30, 3, 2, 2, 0, 1, 3, 1, 1, 1, 1, true, false},
+      {1, 1, 2, 3, 24, 40, 5, 3, 0, 0, 0, 0, 1, 1, 1, 1, false, false},
+      {1, 1, 4, 6, 24, 24, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, false, true},
+      {2, 1, 2, 2, 30, 20, 2, 20, 1, 0, 0, 0, 1, 1, 1, 1, false, false},
   };
   for (std::size_t i = 0; i < convs.size(); ++i) {
     const auto &c = convs[i];
