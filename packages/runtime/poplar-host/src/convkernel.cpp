@@ -138,7 +138,9 @@ void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float
             const float *xc = x + ((n0 + jp / g.outN) * g.G * g.Ci + grp * g.Ci + p / K) * g.inN;
             for (std::size_t l = 0; l < cols;) {
               const std::size_t len = std::min<std::size_t>(static_cast<std::size_t>(std::labs(run[j])), cols - l);
-              if (run[j] > 0) std::memcpy(out + l, xc + row[j], len * sizeof(float));
+              // (runs of one, from strides or dilation, are stored directly rather than through a call)
+              if (len == 1) out[l] = run[j] > 0 ? xc[row[j]] : 0.0f;
+              else if (run[j] > 0) std::memcpy(out + l, xc + row[j], len * sizeof(float));
               else std::fill(out + l, out + l + len, 0.0f);
               l += len;
               if ((j += len) == g.outN) {
