@@ -1,6 +1,6 @@
 // The tiles' floating-point behaviour (poplar/CSRFunctions.hpp). Each call adds
 // a step that changes the mode of the graph's tiles for the running replica;
-// vertices and PopLibs steps read it when they round (Engine.cpp).
+// vertices and PopLibs steps read it when they round (EngineNumerics.cpp).
 #include "internal.hpp"
 
 #include <poplar/CSRFunctions.hpp>

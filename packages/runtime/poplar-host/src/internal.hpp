@@ -317,7 +317,7 @@ private:
 
 class EngineRuntime;
 class EngineProfiler;
-/// The remote memory of an engine (a hook into the runtime in Engine.cpp).
+/// The remote memory of an engine (a hook into the runtime in EngineRuntime.cpp).
 RemoteMemory &remoteMemory(EngineRuntime &rt);
 /// The engine's profiler when it measures runs, else nullptr (see profile.hpp).
 EngineProfiler *runProfiler(EngineRuntime &rt);

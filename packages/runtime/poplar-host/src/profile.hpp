@@ -20,7 +20,7 @@
 
 namespace poplar_host {
 
-/// What the profile describes of a compiled graph (Engine.cpp fills it from its plans).
+/// What the profile describes of a compiled graph (EngineRuntime.cpp fills it from its plans).
 struct ProfileGraph {
   struct ComputeSet {
     unsigned id = 0;
