@@ -42,6 +42,8 @@ void connectPeriodic(poplar::Graph &g, poplar::VertexRef v, const RegionField &f
   const std::size_t from = wraps ? 0 : firstRun % f.periodSize, to = wraps ? f.periodSize : lastRun % f.periodSize + 1;
   g.connect(v[f.name], f.t.slice(from, to));
   g.setInitialValue(v[std::string(f.name) + "From"], unsigned(from));
+  g.setInitialValue(v[std::string(f.name) + "Inner"], unsigned(f.periodInner));
+  g.setInitialValue(v[std::string(f.name) + "Size"], unsigned(f.periodSize));
 }
 } // namespace
 

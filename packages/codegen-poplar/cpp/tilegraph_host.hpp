@@ -126,8 +126,9 @@ void setCycles(poplar::Graph &g, poplar::VertexRef v, std::size_t elements, unsi
 // destructors, which makes each call in a generated program far quicker to compile. A
 // periodic field (periodSize > 0) is an input of periodSize elements of which output element g
 // reads element (g / periodInner) % periodSize: each vertex is connected to the elements its
-// region reads (all of them when the region wraps around), and its unsigned member `<name>From`
-// is set to the first of them.
+// region reads (all of them when the region wraps around), and its unsigned members `<name>From`,
+// `<name>Inner` and `<name>Size` are set to the first of them and to the period's sizes (fields
+// rather than constants of the vertex, so the device code does not depend on the shapes).
 struct RegionField {
   const char *name;
   const poplar::Tensor &t;

@@ -150,7 +150,15 @@ describe('broadcast inputs that repeat along the output are connected as the ele
     expect(host).toMatch(/addRegionVertices\(.*\{"in1", f\d+, false, false, 16, 3\}.*, "first"\);/);
     expect(host).not.toContain('broadcastTo(');
     expect(codelets).toContain('unsigned in1From;');
-    expect(codelets).toContain('const T x1 = in1[atx1 / 16u % 3u - in1From];');
+    expect(codelets).toContain('const T x1 = in1[atx1 / in1Inner % in1Size - in1From];');
+  });
+
+  test("the period's sizes are vertex fields: other shapes, the same device code", () => {
+    const codeletsFor = (channels: number, side: number) =>
+      generated((b) => {
+        b.output('y', b.op('mul', [b.input('x', 'float32', [2, channels, side, side]), b.input('s', 'float32', [channels, 1, 1])]));
+      }).codelets;
+    expect(codeletsFor(5, 6)).toBe(codeletsFor(3, 4));
   });
 });
 

@@ -272,6 +272,8 @@ public:
   poplar::Input<poplar::Vector<T>> in1;
   unsigned first;
   unsigned in1From;
+  unsigned in1Inner;
+  unsigned in1Size;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   bool compute(unsigned workerId) {
@@ -281,8 +283,8 @@ public:
     for (unsigned s = workBegin; s < workEnd;) {
       unsigned segmentEnd = workEnd;
       const unsigned atx1 = first + s;
-      const T x1 = in1[atx1 / 36u % 4u - in1From];
-      if (segmentEnd - s > 36u - atx1 % 36u) segmentEnd = s + (36u - atx1 % 36u);
+      const T x1 = in1[atx1 / in1Inner % in1Size - in1From];
+      if (segmentEnd - s > in1Inner - atx1 % in1Inner) segmentEnd = s + (in1Inner - atx1 % in1Inner);
       for (unsigned i = s; i < segmentEnd; ++i) {
         const T x0 = in0[i];
         const T v0 = T(float(x0) + float(x1));

@@ -146,6 +146,8 @@ public:
   poplar::Input<poplar::Vector<T>> in1;
   unsigned first;
   unsigned in1From;
+  unsigned in1Inner;
+  unsigned in1Size;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
 
   bool compute(unsigned workerId) {
@@ -154,8 +156,8 @@ public:
     const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
     for (unsigned s = workBegin; s < workEnd;) {
       unsigned segmentEnd = workEnd;
-      const unsigned atx1 = (first + s) % 16u;
-      if (segmentEnd - s > 16u - atx1) segmentEnd = s + (16u - atx1);
+      const unsigned atx1 = (first + s) % in1Size;
+      if (segmentEnd - s > in1Size - atx1) segmentEnd = s + (in1Size - atx1);
       const T *x1Run = &in1[atx1 - in1From];
       for (unsigned i = s; i < segmentEnd; ++i) {
         const T x1 = x1Run[i - s];

@@ -300,13 +300,15 @@ function segmentedWorkerLoop(types: readonly string[], n: string, periodic: read
   const inner: string[] = [];
   for (const p of periodic) {
     const at = `at${p.local}`;
+    // the period's sizes are fields (set per vertex), so the vertex does not depend on the shapes
+    const runLength = `${p.field}Inner`, period = `${p.field}Size`;
     if (p.inner > 1) {
       segment.push(`const unsigned ${at} = first + s;`);
-      segment.push(`const ${p.type} ${p.local} = ${p.field}[${at} / ${p.inner}u % ${p.size}u - ${p.field}From];`);
-      segment.push(`if (segmentEnd - s > ${p.inner}u - ${at} % ${p.inner}u) segmentEnd = s + (${p.inner}u - ${at} % ${p.inner}u);`);
+      segment.push(`const ${p.type} ${p.local} = ${p.field}[${at} / ${runLength} % ${period} - ${p.field}From];`);
+      segment.push(`if (segmentEnd - s > ${runLength} - ${at} % ${runLength}) segmentEnd = s + (${runLength} - ${at} % ${runLength});`);
     } else {
-      segment.push(`const unsigned ${at} = (first + s) % ${p.size}u;`);
-      segment.push(`if (segmentEnd - s > ${p.size}u - ${at}) segmentEnd = s + (${p.size}u - ${at});`);
+      segment.push(`const unsigned ${at} = (first + s) % ${period};`);
+      segment.push(`if (segmentEnd - s > ${period} - ${at}) segmentEnd = s + (${period} - ${at});`);
       // through a pointer: the vectoriser does not follow the index arithmetic
       segment.push(`const ${p.type} *${p.local}Run = &${p.field}[${at} - ${p.field}From];`);
       inner.push(`const ${p.type} ${p.local} = ${p.local}Run[i - s];`);
@@ -361,7 +363,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: false, ...(period ? { period } : {}) });
     }
   });
-  if (periodic.length) fields.push('  unsigned first;', ...periodic.map((p) => `  unsigned ${p.field}From;`));
+  if (periodic.length) fields.push('  unsigned first;', ...periodic.flatMap((p) => [`  unsigned ${p.field}From;`, `  unsigned ${p.field}Inner;`, `  unsigned ${p.field}Size;`]));
   const nodeExprs: string[] = [];
   spec.nodes.forEach((nd, k) => {
     const args = nd.args.map((a) => ('node' in a ? nodeExprs[a.node]! : inputExprs[a.input]!));
@@ -425,7 +427,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   // the vertices sit on the tiles of the first output; each holds a word of its own and, per
   // field, a pointer (scalar) or a pointer and a size (vector)
   const span = e.bufferNamed(spec.outputs[0]!.tensor)?.span;
-  const stateBytes = 4 + connections.reduce((n, c) => n + (c.scalar ? 4 : 8), 0) + 8 * outFlat.length + (periodic.length ? 4 + 4 * periodic.length : 0);
+  const stateBytes = 4 + connections.reduce((n, c) => n + (c.scalar ? 4 : 8), 0) + 8 * outFlat.length + (periodic.length ? 4 + 12 * periodic.length : 0);
   e.mc.memory.addVertices(ipu, span?.offset ?? 0, span?.tilesUsed ?? Math.min(n, e.mc.memory.tilesPerIpu), stateBytes, e.current);
 }
 
