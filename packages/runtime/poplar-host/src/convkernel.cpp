@@ -46,21 +46,6 @@ void convolutionDirect(const ConvGeometry &g, const float *x, const float *w, fl
       }
 }
 
-/// For each kernel position k and output position j: n > 0 when positions j .. j + n - 1 read
-/// consecutive inputs, -n when they all fall on padding (runs end with the image).
-std::vector<std::vector<long>> positionRuns(const ConvGeometry &g) {
-  std::vector<std::vector<long>> runs(g.kernelPos.size(), std::vector<long>(g.outN));
-  for (std::size_t k = 0; k < runs.size(); ++k) {
-    const long *row = g.inputAt[k].data();
-    long *run = runs[k].data();
-    for (std::size_t j = g.outN; j-- > 0;) {
-      const bool last = j + 1 == g.outN;
-      if (row[j] < 0) run[j] = !last && row[j + 1] < 0 ? run[j + 1] - 1 : -1;
-      else run[j] = !last && row[j + 1] == row[j] + 1 ? run[j + 1] + 1 : 1;
-    }
-  }
-  return runs;
-}
 
 /// The weights as an [Co][Ci*K] matrix for conv group grp, in the order the sums take.
 void weightMatrix(const ConvGeometry &g, const float *w, std::size_t grp, float *wm) {
@@ -111,6 +96,20 @@ void convolutionPadded(const ConvGeometry &g, const float *x, const float *w, fl
 
 } // namespace
 
+std::vector<std::vector<long>> positionRuns(const ConvGeometry &g) {
+  std::vector<std::vector<long>> runs(g.kernelPos.size(), std::vector<long>(g.outN));
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const long *row = g.inputAt[k].data();
+    long *run = runs[k].data();
+    for (std::size_t j = g.outN; j-- > 0;) {
+      const bool last = j + 1 == g.outN;
+      if (row[j] < 0) run[j] = !last && row[j + 1] < 0 ? run[j + 1] - 1 : -1;
+      else run[j] = !last && row[j + 1] == row[j] + 1 ? run[j + 1] + 1 : 1;
+    }
+  }
+  return runs;
+}
+
 void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float *y) {
   const std::size_t K = g.kernelPos.size(), depth = g.Ci * K;
   const std::size_t wCount = g.G * g.Co * g.Ci * g.kN;
@@ -120,7 +119,6 @@ void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float
     return convolutionPadded(g, x, w, y);
   // small images are multiplied a few at a time, so a product has enough columns
   const std::size_t images = std::max<std::size_t>(1, std::min(g.N, kColumnsPerProduct / g.outN));
-  const std::vector<std::vector<long>> runs = positionRuns(g);
   ScratchLease scratch;
   float *wm = scratch.get(0, g.Co * depth);
   for (std::size_t grp = 0; grp < g.G; ++grp) {
@@ -133,7 +131,7 @@ void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float
         for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
           const std::size_t cols = std::min(nr, j0 + nc - jp);
           for (std::size_t p = p0; p < p0 + kc; ++p) {
-            const long *row = g.inputAt[p % K].data(), *run = runs[p % K].data();
+            const long *row = g.inputAt[p % K].data(), *run = g.runs[p % K].data();
             std::size_t j = jp % g.outN;
             const float *xc = x + ((n0 + jp / g.outN) * g.G * g.Ci + grp * g.Ci + p / K) * g.inN;
             for (std::size_t l = 0; l < cols;) {

@@ -19,6 +19,9 @@ struct ConvGeometry {
   /// [position][output element]: the input element (flat within a channel) it reads, or -1 for
   /// padding.
   std::vector<std::vector<long>> inputAt;
+  /// [position][output element]: n > 0 when elements j .. j + n - 1 read consecutive inputs, -n
+  /// when they all fall on padding (runs end with the image); see positionRuns.
+  std::vector<std::vector<long>> runs;
   /// A 2-D convolution whose only transforms are zero padding of the input and flips of the
   /// kernel (stride 1, no dilation, no truncation): the tables above follow from these sizes,
   /// and convolutionF32 reads its unfolded inputs straight from a padded copy of each image.
@@ -28,6 +31,9 @@ struct ConvGeometry {
   bool plain2D = false;
   Plain2D plain;
 };
+
+/// The runs of inputAt, made once with the geometry: the unfolding copies a run at a time.
+std::vector<std::vector<long>> positionRuns(const ConvGeometry &g);
 
 /// y = the convolution in float: each output element starts from +0 and adds its products in
 /// order of input channel, then kernel position, each product rounded to float and then the sum;

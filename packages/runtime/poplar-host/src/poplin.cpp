@@ -556,6 +556,7 @@ poplar_host::ConvGeometry convGeometry(const ConvParams &params, bool transposeA
   geo.Ci = params.inputChannelsPerConvGroup, geo.Co = params.outputChannelsPerConvGroup;
   geo.inN = poplar_host::product(params.inputFieldShape), geo.outN = outN, geo.kN = kN;
   geo.transposed = transposeAndFlipWeights, geo.kernelPos = std::move(kernelPos), geo.inputAt = std::move(inputAt);
+  geo.runs = poplar_host::positionRuns(geo);
   geo.plain2D = F == 2 && geo.kernelPos.size() == kN;
   const auto &in = params.inputTransform, &kt = params.kernelTransform;
   for (unsigned d = 0; d < F && geo.plain2D; ++d)
