@@ -6,8 +6,8 @@ import { loadModelFile } from '@tilegraph/frontend';
 import { generatePoplar } from '@tilegraph/codegen-poplar';
 import { Graph, Module, Rng, Tensor } from '@tilegraph/ir';
 import { StepSettings, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
-import { CompiledBackend } from '@tilegraph/runtime';
-import { sameBits, trainableArb, trainableGraph, trainableInputs } from './support/trainable.js';
+import { expectSameRuns } from './support/same-runs.js';
+import { trainableArb, trainableGraph, trainableInputs } from './support/trainable.js';
 
 /**
  * Fewer, larger compute sets: the generator puts independent generated-vertex work into one
@@ -60,27 +60,7 @@ describe('merged compute sets', () => {
   });
 
   /** Trains two runs with and without merged compute sets: the same bits in every output and variable. */
-  function expectSameTraining(module: Module, feeds: (run: number) => Record<string, Tensor[]>): void {
-    const merged = CompiledBackend.compile(module, { seed: 3, showProgress: false });
-    const separate = CompiledBackend.compile(module, { seed: 3, showProgress: false, mergeComputeSets: false });
-    const problems: string[] = [];
-    try {
-      for (let run = 0; run < 2; run++) {
-        const f = feeds(run);
-        const a = merged.run(f);
-        const b = separate.run(f);
-        for (const [name, ts] of Object.entries(b)) ts.forEach((t, k) => sameBits(a[name]![k]!, t) || problems.push(`run ${run} ${name}#${k}`));
-        for (const name of module.variables.keys()) {
-          const sa = merged.read(name);
-          separate.read(name).forEach((t, r) => sameBits(sa[r]!, t) || problems.push(`run ${run} ${name}@${r}`));
-        }
-      }
-    } finally {
-      merged.dispose();
-      separate.dispose();
-    }
-    expect(problems).toEqual([]);
-  }
+  const expectSameTraining = (module: Module, feeds: (run: number) => Record<string, Tensor[]>) => expectSameRuns(module, {}, { mergeComputeSets: false }, 2, feeds);
 
   it('generated dense models train to the same bits (property)', () => {
     fc.assert(

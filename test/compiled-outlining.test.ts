@@ -5,8 +5,8 @@ import { Options, loadModelFile } from '@tilegraph/frontend';
 import { generatePoplar, hostUnits } from '@tilegraph/codegen-poplar';
 import { Graph, Module, Rng, Tensor } from '@tilegraph/ir';
 import { StepSettings, buildInferenceModule, buildTrainingModule, makeOptimizer } from '@tilegraph/passes';
-import { CompiledBackend, compileOptionsFrom, stepSettingsFrom } from '@tilegraph/runtime';
-import { sameBits } from './support/trainable.js';
+import { compileOptionsFrom, stepSettingsFrom } from '@tilegraph/runtime';
+import { expectSameRuns } from './support/same-runs.js';
 
 /**
  * Outlining: repeated layers are lowered once, as a poplar::Function each occurrence calls
@@ -45,31 +45,16 @@ function trainedEncoder(ipus: number, recomputation: number, outline: boolean) {
 
 /** Runs `module` compiled with and without outlining on the same random feeds: every output and state the same bits. */
 function expectSameBits(g: Graph, module: Module, runs: number): void {
-  const outlined = CompiledBackend.compile(module, { seed: 3, showProgress: false });
-  const inline = CompiledBackend.compile(module, { seed: 3, showProgress: false, outline: false });
   const rng = new Rng(11);
-  const problems: string[] = [];
-  try {
-    for (let run = 0; run < runs; run++) {
-      const feeds: Record<string, Tensor[]> = {};
-      for (const op of g.inputs()) {
-        const t = op.result.type;
-        const n = t.shape.reduce((a, b) => a * b, 1);
-        feeds[op.attrs['name'] as string] = [Tensor.from(t.dtype, t.shape, Array.from({ length: n }, () => (t.dtype === 'int32' ? rng.nextU32() % 5 : rng.normal())))];
-      }
-      const a = outlined.run(feeds);
-      const b = inline.run(feeds);
-      for (const [name, ts] of Object.entries(b)) ts.forEach((t, k) => sameBits(a[name]![k]!, t) || problems.push(`run ${run} ${name}#${k}`));
-      for (const name of module.variables.keys()) {
-        const sa = outlined.read(name);
-        inline.read(name).forEach((t, r) => sameBits(sa[r]!, t) || problems.push(`run ${run} ${name}@${r}`));
-      }
+  expectSameRuns(module, {}, { outline: false }, runs, () => {
+    const feeds: Record<string, Tensor[]> = {};
+    for (const op of g.inputs()) {
+      const t = op.result.type;
+      const n = t.shape.reduce((a, b) => a * b, 1);
+      feeds[op.attrs['name'] as string] = [Tensor.from(t.dtype, t.shape, Array.from({ length: n }, () => (t.dtype === 'int32' ? rng.nextU32() % 5 : rng.normal())))];
     }
-  } finally {
-    outlined.dispose();
-    inline.dispose();
-  }
-  expect(problems).toEqual([]);
+    return feeds;
+  });
 }
 
 describe('outlining', () => {
