@@ -64,9 +64,7 @@ __attribute__((always_inline)) inline void microBody(std::size_t kc, const float
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const float s = a[p * MR + i];
-      V av;
-#pragma GCC unroll 16
-      for (int l = 0; l < L; ++l) av[l] = s;
+      const V av = s - V{}; // one broadcast (x - 0 is x exactly, so this folds)
 #pragma GCC unroll 8
       for (int v = 0; v < NRV; ++v) {
         const V prod = av * bv[v]; // rounded to float here, then added
