@@ -232,6 +232,12 @@ function handWritten(): { g: Graph; feeds: Record<string, Tensor[]> } {
   const x = input('x', 'float32', [3, 4]);
   const y = input('y', 'float32', [4, 3]);
   const x3 = input('x3', 'float32', [2, 3, 4]);
+  // batched left operands times a 2-D (or 1-D) right one: one product of all the rows
+  const v4 = input('v4', 'float32', [4]);
+  out('mm.rows', b.op('matmul', [x3, y]));
+  out('mm.rows_of_view', b.op('matmul', [b.op('transpose', [x3], { perm: [1, 0, 2] }), y]));
+  out('mm.rows_vector', b.op('matmul', [x3, v4]));
+  out('mm.rows_half', b.op('matmul', [b.op('reshape', [h], { shape: [3, 1, 5] }), b.op('transpose', [h])]));
   out('v.transpose_add', b.op('add', [b.op('transpose', [x]), y]));
   out('v.transpose3_mul', b.op('mul', [b.op('transpose', [x3], { perm: [2, 0, 1] }), b.op('reshape', [x], { shape: [4, 1, 3] })]));
   const even = b.op('slice', [x3], { starts: [0], ends: [4], axes: [2], steps: [2] });

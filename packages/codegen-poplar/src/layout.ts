@@ -1,4 +1,4 @@
-import { Module, Op, isFloat, kernels } from '@tilegraph/ir';
+import { Module, Op, isFloat, kernels, numElements } from '@tilegraph/ir';
 import { multiConvGroups } from './lower/multiconv.js';
 
 /** The geometry of a convolution (any number of spatial dimensions), as poplin::ConvParams takes it. */
@@ -97,14 +97,18 @@ export function plannedOperands(m: Module): Map<string, PlannedOperand> {
         const use = op.kind === 'slice' ? op.result.uses[0] : { op, index: i };
         if (!use || use.op.kind !== 'matmul' || use.index > 1) return;
         const [a, b] = use.op.operands;
-        if (!a || !b || a.type.shape.length !== 2 || b.type.shape.length !== 2 || v.type.shape.length !== 2) return;
+        // a batched left operand times a 2-D right one is one product of all its rows (lower/matmul.ts)
+        const aRank = a?.type.shape.length ?? 0;
+        if (!a || !b || b.type.shape.length !== 2 || v.type.shape.length !== 2) return;
+        if (aRank !== 2 && !(use.index === 1 && aRank > 2)) return;
         if (a.type.dtype !== b.type.dtype) return;
         const [r, c] = v.type.shape as [number, number];
+        const aRows = numElements(a.type.shape) / r;
         out.set(
           key,
           use.index === 0
             ? { op: 'matmul', role: 'lhs', aShape: [r, c], bShape: [c, b.type.shape[1]!], createdShape: [r, c], reader: use.op }
-            : { op: 'matmul', role: 'rhs', aShape: [a.type.shape[0]!, r], bShape: [r, c], createdShape: [r, c], reader: use.op },
+            : { op: 'matmul', role: 'rhs', aShape: [aRows, r], bShape: [r, c], createdShape: [r, c], reader: use.op },
         );
       });
     }

@@ -176,6 +176,22 @@ test('random vertices draw each element from its index, in float32 only', () => 
   expect(codelets).toContain('(bits >> 8) >= 4194304u');
 });
 
+describe('a batched left operand times a 2-D right one is one product of all its rows', () => {
+  test('poplin::matMul over [batch * m, k], no grouped product with the weights broadcast', () => {
+    const { host } = generated((b) => {
+      const x = b.input('x', 'float32', [4, 3, 5]);
+      const w = b.input('w', 'float32', [5, 6]);
+      b.output('y', b.op('matmul', [x, w]));
+      b.output('z', b.op('matmul', [x, b.op('reshape', [x], { shape: [4, 5, 3] })]));
+    });
+    const products = host.split('\n').filter((l) => l.includes('poplin::matMul'));
+    expect(products).toHaveLength(2);
+    expect(products[0]).toMatch(/poplin::matMul\(.*\.reshape\(\{12, 5\}\), .*\.reshape\(\{4, 3, 6\}\)/);
+    // both operands batched: still a grouped product
+    expect(products[1]).toContain('poplin::matMulGrouped(');
+  });
+});
+
 describe("PopLibs' preconditions are diagnostics at the op's source line", () => {
   const b = new GraphBuilder('g');
   b.loc = fileLoc('model.tg', 12, 7);

@@ -8,8 +8,9 @@ import { fixedVertex } from '../codelets.js';
 import { emitMap, widenToInt32 } from './elementwise.js';
 
 /**
- * matmul (numpy.matmul semantics) → poplin::matMul for 2-D products and poplin::matMulGrouped
- * for batched ones (batch dims broadcast with views and flattened into the group dim). 1-D
+ * matmul (numpy.matmul semantics) → poplin::matMul for 2-D products and for a batched left
+ * operand times a 2-D right one (its rows folded into one product), poplin::matMulGrouped for
+ * other batched ones (batch dims broadcast with views and flattened into the group dim). 1-D
  * operands become a row / a column and the extra dim is dropped again. Integer products (no
  * PopLibs support) run in a generated vertex that wraps modulo 2^32 like the reference; 8- and
  * 16-bit operands are widened to int32 first and the product wrapped back to their width.
@@ -64,24 +65,27 @@ function lowerMatmul(op: Op, e: GraphEmitter): void {
     lowerIntMatmul(e, ipu, dtype, e.newResult(out, ipu), A3, B3, m, k, n);
     return;
   }
-  checkPoplinTypes(e, batch.length > 0 ? 'poplin::matMulGrouped' : 'poplin::matMul', [av.type.dtype, bv.type.dtype, dtype]);
+  // a batched left operand times one 2-D right operand (a linear layer over a sequence) is one
+  // product of all its rows, as PopART lowers it: the right operand is read once, not per group
+  const rowsFolded = a2.length > 2 && b2.length === 2;
+  const grouped = batch.length > 0 && !rowsFolded;
+  checkPoplinTypes(e, grouped ? 'poplin::matMulGrouped' : 'poplin::matMul', [av.type.dtype, bv.type.dtype, dtype]);
   const opts = poplinOptions(op, e);
   const type = deviceType(dtype).poplar;
-  // the product and, while it runs, the operands rearranged for the plan and the partial sums
-  const grouped = batch.length > 0;
   const lead = grouped ? [groups] : [];
+  const rows = rowsFolded ? groups * m : m;
+  // the product and, while it runs, the operands rearranged for the plan and the partial sums
   const label = e.valueLabel(out);
   // an operand made in its matmul's planned layout (or a slice of one) is read where it lies
   const planned = (v: Value, elements: number) => numElements(v.type.shape) === elements && e.inPlannedLayout(v, 'matmul', ipu);
-  if (!planned(av, groups * m * k)) e.countTemporary(av.type.dtype, [...lead, m, k], ipu, `${label}/lhsRearranged`);
-  if (!planned(bv, groups * k * n)) e.countTemporary(bv.type.dtype, [...lead, k, n], ipu, `${label}/rhsRearranged`);
-  e.countTemporary(e.mc.partialsType() === 'half' ? 'float16' : 'float32', [...lead, m, n], ipu, `${label}/partials`);
-  e.countResult(dtype, [...lead, m, n], ipu, label);
+  if (!planned(av, groups * m * k)) e.countTemporary(av.type.dtype, [...lead, rows, k], ipu, `${label}/lhsRearranged`);
+  if (!planned(bv, (grouped ? groups : 1) * k * n)) e.countTemporary(bv.type.dtype, [...lead, k, n], ipu, `${label}/rhsRearranged`);
+  e.countTemporary(e.mc.partialsType() === 'half' ? 'float16' : 'float32', [...lead, rows, n], ipu, `${label}/partials`);
+  e.countResult(dtype, [...lead, rows, n], ipu, label);
   const name = e.debugName(e.valueLabel(out));
-  const product =
-    !grouped
-      ? `poplin::matMul(${g}, ${A}, ${B}, prog, ${type}, ${name}, ${opts})`
-      : `poplin::matMulGrouped(${g}, ${A3}, ${B3}, prog, ${type}, ${name}, ${opts})`;
+  const product = grouped
+    ? `poplin::matMulGrouped(${g}, ${A3}, ${B3}, prog, ${type}, ${name}, ${opts})`
+    : `poplin::matMul(${g}, ${rowsFolded ? `${A}.reshape(${shapeLiteral([rows, k])})` : A}, ${B}, prog, ${type}, ${name}, ${opts})`;
   e.define(out, `${product}.reshape(${shapeLiteral(out.type.shape)})`, ipu, new Set(), true);
 }
 
