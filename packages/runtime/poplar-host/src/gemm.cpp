@@ -1,7 +1,7 @@
-// The float matrix product behind poplin (see gemm.hpp): B is packed into panels of NR columns
-// and A into strips of MR rows, block by block (KC x NC of B, MC x KC of A, sized for the
-// caches), and a micro-kernel keeps an MR x NR block of C in vector registers while it runs
-// along the KC products. C is stored between KC blocks and reloaded, exactly, so each element
+// The float matrix product behind poplin (see gemm.hpp): B is packed into panels of NR columns,
+// block by block (KC x NC of B, MC rows of A at a time, sized for the caches), and a
+// micro-kernel keeps an MR x NR block of C in vector registers while it runs along the KC
+// products, reading MR rows of A where they lie. C is stored between KC blocks and reloaded, exactly, so each element
 // still sums its products in order p = 0, 1, ...: the result is that of the plain loop.
 #include "gemm.hpp"
 
@@ -34,12 +34,16 @@ constexpr std::size_t NCMax = 2048; // columns of B per block (a whole number of
 /// unless `first` (then the sums start from +0), and written back. Partial blocks at the edges
 /// go through a full-size scratch block.
 /// B is a packed panel (row p at b + p * NR) or, with `rows`, rows read where they lie (row p at
-/// b + rows[p]).
+/// b + rows[p]). A's rows are read where they lie (row i at a + i * lda; the missing rows of an
+/// edge block read row mr - 1 again, and their sums are dropped): packing them cost more than the
+/// eight streams of loads it saves.
 template <class V, int MR, int NRV>
-__attribute__((always_inline)) inline void microBody(std::size_t kc, const float *a, const float *b,
+__attribute__((always_inline)) inline void microBody(std::size_t kc, const float *a, std::size_t lda, const float *b,
                                                      const std::size_t *rows, float *c, std::size_t ldc, bool first,
                                                      int mr, int nr) {
   constexpr int L = sizeof(V) / sizeof(float), NR = NRV * L;
+  const float *ar[MR];
+  for (int i = 0; i < MR; ++i) ar[i] = a + static_cast<std::size_t>(std::min(i, mr - 1)) * lda;
   V acc[MR][NRV];
   float scratch[MR * NR];
   const bool full = mr == MR && nr == NR;
@@ -63,7 +67,7 @@ __attribute__((always_inline)) inline void microBody(std::size_t kc, const float
     for (int v = 0; v < NRV; ++v) std::memcpy(&bv[v], bp + v * L, sizeof(V));
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const float s = a[p * MR + i];
+      const float s = ar[i][p];
       const V av = s - V{}; // one broadcast (x - 0 is x exactly, so this folds)
 #pragma GCC unroll 8
       for (int v = 0; v < NRV; ++v) {
@@ -82,15 +86,15 @@ __attribute__((always_inline)) inline void microBody(std::size_t kc, const float
   }
 }
 
-using Micro = void (*)(std::size_t, const float *, const float *, const std::size_t *, float *, std::size_t, bool,
-                      int, int);
+using Micro = void (*)(std::size_t, const float *, std::size_t, const float *, const std::size_t *, float *,
+                      std::size_t, bool, int, int);
 
 // each kernel in two versions, so the test of `rows` leaves the inner loop: B packed, B in rows
 #define POPLAR_HOST_MICRO(NAME, TARGET, V, MR, NRV)                                                                  \
-  TARGET void NAME(std::size_t kc, const float *a, const float *b, const std::size_t *rows, float *c,                \
-                   std::size_t ldc, bool first, int mr, int nr) {                                                     \
-    if (rows) microBody<V, MR, NRV>(kc, a, b, rows, c, ldc, first, mr, nr);                                          \
-    else microBody<V, MR, NRV>(kc, a, b, nullptr, c, ldc, first, mr, nr);                                            \
+  TARGET void NAME(std::size_t kc, const float *a, std::size_t lda, const float *b, const std::size_t *rows,         \
+                   float *c, std::size_t ldc, bool first, int mr, int nr) {                                           \
+    if (rows) microBody<V, MR, NRV>(kc, a, lda, b, rows, c, ldc, first, mr, nr);                                     \
+    else microBody<V, MR, NRV>(kc, a, lda, b, nullptr, c, ldc, first, mr, nr);                                       \
   }
 
 // AVX2: 6 x 16 of C in 12 of the 16 ymm registers
@@ -148,18 +152,6 @@ void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t 
         std::memcpy(out + p * NR, src + p * ldb, w * sizeof(float));
         std::fill(out + p * NR + w, out + (p + 1) * NR, 0.0f);
       }
-  }
-}
-
-/// A[i0.., p0..] (mc x kc) as strips of MR rows, each kc columns of MR floats (zero-padded).
-void packA(const float *A, std::size_t lda, std::size_t mc, std::size_t kc, int MR, float *out) {
-  for (std::size_t i = 0; i < mc; i += MR) {
-    const std::size_t h = std::min<std::size_t>(MR, mc - i);
-    for (std::size_t p = 0; p < kc; ++p) {
-      for (std::size_t r = 0; r < h; ++r) out[r] = A[(i + r) * lda + p];
-      for (std::size_t r = h; r < static_cast<std::size_t>(MR); ++r) out[r] = 0.0f;
-      out += MR;
-    }
   }
 }
 
@@ -237,6 +229,8 @@ GemmThreads::~GemmThreads() { gemmThreads = previous_; }
 namespace {
 /// Below this many products a product stays on one thread (starting one costs more).
 constexpr std::size_t kProductsPerThread = std::size_t(1) << 22;
+/// Up to this many rows of A, a row-major B is read in place rather than packed.
+constexpr std::size_t kRowsInPlace = 128;
 
 /// Where the kernel finds B: a packer writing panels, or rows read where they lie (row p at
 /// base + rows[p]).
@@ -298,7 +292,6 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
   const std::size_t ncMax = std::min(NC, (n + NR - 1) / NR * NR), kcMax = std::min(KC, k);
   ScratchLease scratch;
   float *bufB = B.pack ? scratch.get(0, kcMax * ncMax) : nullptr;
-  float *bufA = scratch.get(1, std::min(MC, (m + MR - 1) / MR * MR) * kcMax);
   for (std::size_t jc = 0; jc < n; jc += NC) {
     const std::size_t nc = std::min(NC, n - jc);
     for (std::size_t pc = 0; pc < k; pc += KC) {
@@ -306,10 +299,10 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
       if (B.pack) (*B.pack)(pc, kc, jc, nc, static_cast<std::size_t>(NR), bufB);
       for (std::size_t ic = 0; ic < m; ic += MC) {
         const std::size_t mc = std::min(MC, m - ic);
-        packA(A + ic * lda + pc, lda, mc, kc, MR, bufA);
         for (std::size_t jr = 0; jr < nc; jr += NR)
           for (std::size_t ir = 0; ir < mc; ir += MR)
-            K.micro(kc, bufA + ir * kc, B.pack ? bufB + jr * kc : B.base + jc + jr, B.pack ? nullptr : B.rows + pc,
+            K.micro(kc, A + (ic + ir) * lda + pc, lda,
+                    B.pack ? bufB + jr * kc : B.base + jc + jr, B.pack ? nullptr : B.rows + pc,
                     C + (ic + ir) * ldc + jc + jr, ldc, pc == 0,
                     static_cast<int>(std::min<std::size_t>(MR, mc - ir)),
                     static_cast<int>(std::min<std::size_t>(NR, nc - jr)));
@@ -332,6 +325,17 @@ void gemmF32Rows(std::size_t m, std::size_t n, std::size_t k, const float *A, st
 
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
              std::size_t ldb, float *C, std::size_t ldc) {
+  // few rows of A use each panel of B only a few times: its whole panels are read where they lie
+  // (no overrun past a row), and only a last, narrower panel is packed
+  const std::size_t NR = static_cast<std::size_t>(currentKernel().load(std::memory_order_relaxed)->NR);
+  const std::size_t whole = n / NR * NR;
+  if (m <= kRowsInPlace && whole > 0 && k > 0) {
+    std::vector<std::size_t> rows(k);
+    for (std::size_t p = 0; p < k; ++p) rows[p] = p * ldb;
+    gemmSplit(m, whole, k, A, lda, BSource{nullptr, B, rows.data()}, C, ldc);
+    if (whole == n) return;
+    B += whole, C += whole, n -= whole;
+  }
   gemmF32(m, n, k, A, lda,
           [=](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
             packRowMajorB(B, ldb, p0, kc, j0, nc, nr, out);
