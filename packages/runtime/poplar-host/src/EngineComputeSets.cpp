@@ -64,10 +64,10 @@ void EngineRuntime::gatherAndCompute(std::vector<std::unique_ptr<VertexInstance>
 
 void EngineRuntime::compute(VertexInstance &inst) {
   const VertexDesc &d = *inst.plan->desc;
-  for (unsigned w = 0; w < d.numWorkers; ++w)
-    if (!d.compute(inst.obj, w))
-      throw poplar::application_runtime_error(message(inst.plan->label, " returned false from compute()",
-                                                      d.multiVertex ? message(" on worker ", w) : std::string()));
+  const unsigned failed = d.compute(inst.obj);
+  if (failed < d.numWorkers)
+    throw poplar::application_runtime_error(message(inst.plan->label, " returned false from compute()",
+                                                    d.multiVertex ? message(" on worker ", failed) : std::string()));
 }
 
 void EngineRuntime::execute(unsigned cs, unsigned replica) {

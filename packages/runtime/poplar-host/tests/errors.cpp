@@ -98,6 +98,26 @@ int main() {
     CHECK_THROWS(poplar::application_runtime_error, engine.run(0),
                  "vertex 1 ('AddConst' in compute set 'cs2') returned false");
     CHECK_THROWS(poplar::application_runtime_error, engine.run(1), "stop here");
+  }
+  { // A MultiVertex whose fourth worker returns false: the workers before it ran, the error names it.
+    Graph g(target);
+    g.addCodelets("tutorial.gp");
+    Tensor marks = g.addVariable(INT, {6}, "marks");
+    g.setTileMapping(marks, 0);
+    g.createHostWrite("marks.in", marks);
+    g.createHostRead("marks.out", marks);
+    ComputeSet cs = g.addComputeSet("workers");
+    VertexRef v = g.addVertex(cs, "MarkWorkers", {{"marks", marks}});
+    g.setInitialValue(v["failOn"], 3u);
+    g.setTileMapping(v, 0);
+    Engine engine(g, Execute(cs));
+    engine.load(device);
+    std::vector<int> zeros(6, 0), got(6, -1);
+    engine.writeTensor("marks.in", zeros.data(), zeros.data() + zeros.size());
+    CHECK_THROWS(poplar::application_runtime_error, engine.run(0),
+                 "vertex 0 ('MarkWorkers' in compute set 'workers') returned false from compute() on worker 3");
+    engine.readTensor("marks.out", got.data(), got.data() + got.size());
+    CHECK(got == std::vector<int>({1, 1, 1, 0, 0, 0}));
     CHECK_THROWS(poplar::index_error, engine.run(2), "program 2 does not exist");
   }
   { // Programs and streams.

@@ -65,9 +65,10 @@ struct VertexDesc {
   unsigned numWorkers = 1;
   void *(*create)() = nullptr;
   void (*destroy)(void *) = nullptr;
-  /// Runs compute (the worker id is ignored by single-worker vertices);
-  /// returns the vertex's bool result (true for void compute()).
-  bool (*compute)(void *vertex, unsigned worker) = nullptr;
+  /// Runs compute() on each worker in turn (0, 1, ...; once for a single-worker vertex) and
+  /// returns the first worker whose compute() returned false, or numWorkers when none did (a void
+  /// compute() counts as true). One call for all the workers lets the compiler share their set-up.
+  unsigned (*compute)(void *vertex) = nullptr;
   std::vector<FieldDesc> fields;
 
   const FieldDesc *field(const std::string &n) const {
@@ -270,20 +271,23 @@ template <class M> std::shared_ptr<void> setMember(void *member, const ScalarVal
   return FieldTraits<M>::set(*static_cast<std::remove_cv_t<M> *>(member), values, n);
 }
 
-template <class V> bool runCompute(void *p, unsigned worker) {
+template <class V> unsigned runCompute(void *p) {
   V &v = *static_cast<V *>(p);
   if constexpr (std::is_base_of<poplar::MultiVertex, V>::value) {
-    if constexpr (std::is_same<decltype(v.compute(worker)), bool>::value) return v.compute(worker);
-    else {
-      v.compute(worker);
-      return true;
+    constexpr unsigned workers = poplar::MultiVertex::numWorkers();
+    for (unsigned w = 0; w < workers; ++w) {
+      if constexpr (std::is_same<decltype(v.compute(w)), bool>::value) {
+        if (!v.compute(w)) return w;
+      } else {
+        v.compute(w);
+      }
     }
+    return workers;
   } else {
-    (void)worker;
-    if constexpr (std::is_same<decltype(v.compute()), bool>::value) return v.compute();
+    if constexpr (std::is_same<decltype(v.compute()), bool>::value) return v.compute() ? 1u : 0u;
     else {
       v.compute();
-      return true;
+      return 1u;
     }
   }
 }

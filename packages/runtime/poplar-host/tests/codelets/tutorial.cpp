@@ -37,6 +37,19 @@ public:
 template class ScaleAdd<float>;
 template class ScaleAdd<half>;
 
+// Each worker marks its element; worker `failOn` returns false instead.
+class MarkWorkers : public poplar::MultiVertex {
+public:
+  InOut<Vector<int>> marks;
+  unsigned failOn;
+
+  bool compute(unsigned workerId) {
+    if (workerId == failOn) return false;
+    marks[workerId] += 1;
+    return true;
+  }
+};
+
 namespace tg {
 namespace util {
 
