@@ -254,49 +254,102 @@ void weightDeltasDirect(const ConvGeometry &g, const float *dy, const float *x, 
 
 } // namespace
 
+namespace {
+
+/// The unfolded inputs of the weight deltas (row (image, output position), column (k, c)) as
+/// panels, through the position tables, from the group's inputs channels-last ([image][input
+/// element][channel]): a kernel position's channels lie side by side.
+PackB unfoldChannelsLast(const ConvGeometry &g, const float *xt) {
+  return [&g, xt](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+    for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
+      const std::size_t cols = std::min(nr, j0 + nc - jp);
+      for (std::size_t p = p0; p < p0 + kc; ++p) {
+        const std::size_t j = p % g.outN;
+        const float *xn = xt + (p / g.outN) * g.inN * g.Ci;
+        for (std::size_t l = 0; l < cols;) {
+          const std::size_t k = (jp + l) / g.Ci, c = (jp + l) % g.Ci, len = std::min(g.Ci - c, cols - l);
+          const long at = g.inputAt[k][j];
+          if (at >= 0) std::memcpy(out + l, xn + static_cast<std::size_t>(at) * g.Ci + c, len * sizeof(float));
+          else std::fill(out + l, out + l + len, 0.0f);
+          l += len;
+        }
+        std::fill(out + cols, out + nr, 0.0f);
+        out += nr;
+      }
+    }
+  };
+}
+
+/// The padded field a Plain2D convolution reads, Hr x Wr (Hr = (OH - 1) * strideH + KH).
+std::size_t readRows(const ConvGeometry::Plain2D &q) { return (q.OH - 1) * q.strideH + q.KH; }
+std::size_t readCols(const ConvGeometry::Plain2D &q) { return (q.OW - 1) * q.strideW + q.KW; }
+
+/// The same unfolded inputs of a Plain2D convolution from the group's inputs zero-padded and
+/// channels-last ([image][row < Hr][col < Wr][channel]): the columns (kh, kw, c) for one kh are
+/// KW * Ci consecutive floats, so a row of the matrix is KH copies with no table and no padding
+/// test.
+PackB unfoldPaddedChannelsLast(const ConvGeometry &g, const float *xp) {
+  return [&g, xp](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+    const auto &q = g.plain;
+    const std::size_t run = q.KW * g.Ci, rowFloats = readCols(q) * g.Ci, imageFloats = readRows(q) * rowFloats;
+    for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
+      const std::size_t cols = std::min(nr, j0 + nc - jp);
+      for (std::size_t p = p0; p < p0 + kc; ++p) {
+        const std::size_t j = p % g.outN, oh = j / q.OW, ow = j % q.OW;
+        const float *at = xp + (p / g.outN) * imageFloats + oh * q.strideH * rowFloats + ow * q.strideW * g.Ci;
+        for (std::size_t l = 0; l < cols;) {
+          const std::size_t kh = (jp + l) / run, off = (jp + l) % run, len = std::min(run - off, cols - l);
+          std::memcpy(out + l, at + kh * rowFloats + off, len * sizeof(float));
+          l += len;
+        }
+        std::fill(out + cols, out + nr, 0.0f);
+        out += nr;
+      }
+    }
+  };
+}
+
+} // namespace
+
 // The weight deltas as a matrix product per conv group: dy as a [Co][N*outN] matrix times the
-// inputs unfolded into [N*outN][Ci*K] (zeros for padding), so the sum over (n, j) runs in order.
-// Zeros add nothing as long as dy is finite; otherwise the direct loop runs.
+// inputs unfolded into [N*outN][Ci*K] (zeros for padding), so the sum over (n, j) runs in order;
+// the unfolded inputs are packed from the inputs channels-last, zero-padded for a Plain2D
+// convolution. Zeros add nothing as long as dy is finite; otherwise the direct loop runs.
 void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, float *dw) {
   const std::size_t K = g.kernelPos.size(), depth = g.Ci * K, rows = g.N * g.outN;
   const std::size_t zCount = g.N * g.G * g.Co * g.outN;
   if (!allFiniteF32(dy, zCount)) return weightDeltasDirect(g, dy, x, dw);
   std::fill(dw, dw + g.G * g.Co * g.Ci * g.kN, 0.0f);
   if (g.Co == 0 || depth == 0) return;
+  const auto &q = g.plain;
+  const bool padded = g.plain2D && g.outN > 0;
+  const std::size_t Hr = padded ? readRows(q) : 0, Wr = padded ? readCols(q) : 0;
+  const std::size_t xtCount = padded ? g.N * Hr * Wr * g.Ci : g.N * g.inN * g.Ci;
   ScratchLease scratch;
-  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth), *xt = scratch.get(2, g.N * g.inN * g.Ci);
+  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth), *xt = scratch.get(2, xtCount);
+  // the padding stays zero for every group: the groups write the same elements
+  if (padded) std::fill(xt, xt + xtCount, 0.0f);
+  const std::size_t rowsIn = padded ? std::min(q.H, Hr - std::min(Hr, q.padTop)) : 0;
+  const std::size_t colsIn = padded ? std::min(q.W, Wr - std::min(Wr, q.padLeft)) : 0;
+  const PackB unfold = padded ? unfoldPaddedChannelsLast(g, xt) : unfoldChannelsLast(g, xt);
   for (std::size_t grp = 0; grp < g.G; ++grp) {
     for (std::size_t o = 0; o < g.Co; ++o)
       for (std::size_t n = 0; n < g.N; ++n)
         std::memcpy(zm + o * rows + n * g.outN, dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN, g.outN * sizeof(float));
-    // the group's inputs channels-last ([image][input element][channel]), so the channels one
-    // kernel position reads lie side by side
+    // the group's inputs channels-last, so the channels one kernel position reads lie side by side
     for (std::size_t n = 0; n < g.N; ++n)
       for (std::size_t c = 0; c < g.Ci; ++c) {
         const float *src = x + ((n * g.G + grp) * g.Ci + c) * g.inN;
-        float *dst = xt + n * g.inN * g.Ci + c;
-        for (std::size_t i = 0; i < g.inN; ++i) dst[i * g.Ci] = src[i];
-      }
-    // the unfolded inputs, row (image, output position), column (k, c), written as panels: the
-    // columns' order is free (each is its own sum), and this one copies channels in runs
-    const PackB unfold = [&](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
-      for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
-        const std::size_t cols = std::min(nr, j0 + nc - jp);
-        for (std::size_t p = p0; p < p0 + kc; ++p) {
-          const std::size_t j = p % g.outN;
-          const float *xn = xt + (p / g.outN) * g.inN * g.Ci;
-          for (std::size_t l = 0; l < cols;) {
-            const std::size_t k = (jp + l) / g.Ci, c = (jp + l) % g.Ci, len = std::min(g.Ci - c, cols - l);
-            const long at = g.inputAt[k][j];
-            if (at >= 0) std::memcpy(out + l, xn + static_cast<std::size_t>(at) * g.Ci + c, len * sizeof(float));
-            else std::fill(out + l, out + l + len, 0.0f);
-            l += len;
-          }
-          std::fill(out + cols, out + nr, 0.0f);
-          out += nr;
+        if (!padded) {
+          float *dst = xt + n * g.inN * g.Ci + c;
+          for (std::size_t i = 0; i < g.inN; ++i) dst[i * g.Ci] = src[i];
+          continue;
+        }
+        for (std::size_t r = 0; r < rowsIn; ++r) {
+          float *dst = xt + ((n * Hr + r + q.padTop) * Wr + q.padLeft) * g.Ci + c;
+          for (std::size_t s = 0; s < colsIn; ++s) dst[s * g.Ci] = src[r * q.W + s];
         }
       }
-    };
     if (rows == 0) std::fill(prod, prod + g.Co * depth, 0.0f);
     else gemmF32(g.Co, depth, rows, zm, rows, unfold, prod, depth);
     for (std::size_t o = 0; o < g.Co; ++o)
