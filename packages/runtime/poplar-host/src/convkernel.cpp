@@ -252,10 +252,6 @@ void weightDeltasDirect(const ConvGeometry &g, const float *dy, const float *x, 
         }
 }
 
-} // namespace
-
-namespace {
-
 /// The unfolded inputs of the weight deltas (row (image, output position), column (k, c)) as
 /// panels, through the position tables, from the group's inputs channels-last ([image][input
 /// element][channel]): a kernel position's channels lie side by side.
