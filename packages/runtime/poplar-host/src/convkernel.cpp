@@ -1,9 +1,13 @@
 // The float convolution (see convkernel.hpp) as a matrix product per conv group: the weights as
-// an [Co][Ci*K] matrix, the inputs unfolded (im2col) into [Ci*K][images*outN] with zeros for
-// padding, multiplied by gemmF32 (which takes the unfolded inputs panel by panel, as they are
-// made, rather than as a whole matrix). Adding a product with a zero input changes no sum (a sum
-// starting from +0 never becomes -0, and x + 0 = x), so this equals skipping the padding, as
-// long as the weights are finite: otherwise 0 * inf would give NaN, and the direct loop runs.
+// an [Co][Ci*K] matrix times the inputs unfolded (im2col) into [Ci*K][images*outN] with zeros for
+// padding. A Plain2D convolution (zero padding, strides, kernel flips) unfolds nothing: every row
+// of that matrix is a run of its zero-padded images (split into phase images when strided; see
+// PhaseGrid), which gemmF32Rows reads where it lies, several small images a product. Any other
+// convolution, or a Plain2D one whose grid would be mostly points that are not outputs, has
+// gemmF32 take the unfolded inputs from a packer, panel by panel, as they are made. Adding a
+// product with a zero input changes no sum (a sum starting from +0 never becomes -0, and
+// x + 0 = x), so this equals skipping the padding, as long as the weights are finite: otherwise
+// 0 * inf would give NaN, and the direct loop runs.
 #include "convkernel.hpp"
 
 #include "gemm.hpp"
@@ -56,40 +60,102 @@ void weightMatrix(const ConvGeometry &g, const float *w, std::size_t grp, float 
         wm[o * depth + c * K + k] = w[weightIndex(g, grp, o, c) + static_cast<std::size_t>(g.kernelPos[k])];
 }
 
-/// A Plain2D convolution, image by image, on a zero-padded copy of the image (Hp x Wp, Hp = OH +
-/// KH - 1, Wp = OW + KW - 1): output (oh, ow) at kernel position (kh, kw) reads padded element
-/// (oh + kh) * Wp + ow + kw, so on the grid of OH x Wp outputs (the last KW - 1 columns of each
-/// row are not outputs, and are dropped) row (c, kh, kw) of the unfolded inputs is the run of the
-/// padded channel c starting at kh * Wp + kw: the product reads it where it lies, with nothing
-/// unfolded. Same products, same order, same zeros as the unfolded matrix.
-void convolutionPadded(const ConvGeometry &g, const float *x, const float *w, float *y) {
+/// The phase images of a Plain2D convolution, nb images at a time. Padded input (r, s) (the
+/// input at (r - padTop, s - padLeft), zero outside it) lies in phase (r % sy, s % sx) at
+/// (r / sy, s / sx); each phase image is Hq x Wq (Hq = OH + (KH - 1) / sy, Wq = OW + (KW - 1) /
+/// sx), zero past the padded image. Output (oh, ow) at kernel position (kh, kw) reads padded
+/// (oh * sy + kh, ow * sx + kw): phase (kh % sy, kw % sx) at (oh + kh / sy, ow + kw / sx). Laid
+/// out [channel][phase][image][Hq][Wq] and taken as a grid of columns (image, row < Hq, col < Wq),
+/// row (c, kh, kw) of the unfolded inputs is then one run starting at rowStart: grid points with
+/// row >= OH or col >= OW are not outputs (they read other values of the buffer, and are dropped).
+/// With sy = sx = 1 there is one phase, the padded image itself.
+struct PhaseGrid {
+  std::size_t sy = 1, sx = 1, phases = 1, Hq = 0, Wq = 0, plane = 0, nb = 1, block = 0, size = 0;
+
+  PhaseGrid(const ConvGeometry &g, std::size_t images) {
+    const auto &q = g.plain;
+    sy = q.strideH, sx = q.strideW, phases = sy * sx;
+    Hq = q.OH + (q.KH - 1) / sy, Wq = q.OW + (q.KW - 1) / sx, plane = Hq * Wq, nb = images, block = nb * plane;
+    // room after the last phase for its rows' overrun
+    size = g.Ci * phases * block + (q.KH - 1) / sy * Wq + (q.KW - 1) / sx + kGemmRowOverrun;
+  }
+  /// Grid columns for `images` images: the last image's rows past OH are left out.
+  std::size_t columns(const ConvGeometry &g, std::size_t images) const { return ((images - 1) * Hq + g.plain.OH) * Wq; }
+  std::size_t rowStart(const ConvGeometry &g, std::size_t c, std::size_t k) const {
+    const std::size_t kh = k / g.plain.KW, kw = k % g.plain.KW;
+    return (c * phases + (kh % sy) * sx + kw % sx) * block + kh / sy * Wq + kw / sx;
+  }
+  /// Start of row (c, k) for every (c, k), in the order of the sums.
+  std::vector<std::size_t> rowStarts(const ConvGeometry &g) const {
+    const std::size_t K = g.kernelPos.size();
+    std::vector<std::size_t> rows(g.Ci * K);
+    for (std::size_t c = 0; c < g.Ci; ++c)
+      for (std::size_t k = 0; k < K; ++k) rows[c * K + k] = rowStart(g, c, k);
+    return rows;
+  }
+  /// Copies images n0 .. n0 + images - 1 of conv group grp into their phase images; the elements
+  /// on padding are the same for every batch, so `buf` is zeroed once and they stay zero. Phases
+  /// no kernel position reads (a kernel smaller than the stride) are left zero.
+  void fill(const ConvGeometry &g, const float *x, std::size_t grp, std::size_t n0, std::size_t images, float *buf) const {
+    const auto &q = g.plain;
+    for (std::size_t i = 0; i < images; ++i)
+      for (std::size_t c = 0; c < g.Ci; ++c) {
+        const float *src = x + (((n0 + i) * g.G + grp) * g.Ci + c) * g.inN;
+        for (std::size_t a = 0; a < std::min(sy, q.KH); ++a)
+          for (std::size_t b = 0; b < std::min(sx, q.KW); ++b) {
+            float *dst = buf + (c * phases + a * sx + b) * block + i * plane;
+            // phase columns jq whose input column sx * jq + b - padLeft lies in [0, W)
+            const std::size_t jLo = q.padLeft > b ? (q.padLeft - b + sx - 1) / sx : 0;
+            const std::size_t jHi = std::min(Wq, (q.W + q.padLeft - b + sx - 1) / sx);
+            if (jLo >= jHi) continue;
+            for (std::size_t iq = 0; iq < Hq; ++iq) {
+              const std::size_t r = sy * iq + a;
+              if (r < q.padTop || r - q.padTop >= q.H) continue;
+              const float *in = src + (r - q.padTop) * q.W + (sx * jLo + b - q.padLeft);
+              float *out = dst + iq * Wq + jLo;
+              if (sx == 1) std::memcpy(out, in, (jHi - jLo) * sizeof(float));
+              else
+                for (std::size_t j = 0; j < jHi - jLo; ++j) out[j] = in[j * sx];
+            }
+          }
+      }
+  }
+};
+
+/// Images per product of a Plain2D convolution read from its phase images: enough for about
+/// kColumnsPerProduct columns. 0 when the grid's points that are not outputs would more than
+/// double the product (large kernels on small images): then the unfolding is cheaper.
+std::size_t gridImages(const ConvGeometry &g) {
+  if (!g.plain2D) return 0;
+  const PhaseGrid one(g, 1);
+  const std::size_t nb = std::max<std::size_t>(1, std::min(g.N, (kColumnsPerProduct + one.plane - 1) / one.plane));
+  return one.columns(g, nb) <= 2 * nb * g.outN ? nb : 0;
+}
+
+/// A Plain2D convolution as products on its phase images (see PhaseGrid): same products, same
+/// order, same zeros as the unfolded matrix, with nothing unfolded.
+void convolutionGrid(const ConvGeometry &g, std::size_t images, const float *x, const float *w, float *y) {
   const auto &q = g.plain;
-  const std::size_t K = g.kernelPos.size(), depth = g.Ci * K;
-  const std::size_t Hp = q.OH + q.KH - 1, Wp = q.OW + q.KW - 1, plane = Hp * Wp, cols = q.OH * Wp;
+  const std::size_t depth = g.Ci * g.kernelPos.size();
+  const PhaseGrid grid(g, images);
+  const std::vector<std::size_t> rows = grid.rowStarts(g);
   ScratchLease scratch;
   float *wm = scratch.get(0, g.Co * depth);
-  // the padded image, and room after it for the rows' overrun past the last plane
-  float *padded = scratch.get(1, g.Ci * plane + Wp + q.KW + kGemmRowOverrun);
-  float *prod = scratch.get(2, g.Co * cols);
-  std::vector<std::size_t> rows(depth);
-  for (std::size_t c = 0; c < g.Ci; ++c)
-    for (std::size_t k = 0; k < K; ++k) rows[c * K + k] = c * plane + (k / q.KW) * Wp + k % q.KW;
-  std::fill(padded, padded + g.Ci * plane + Wp + q.KW + kGemmRowOverrun, 0.0f);
-  // the image's rows that lie inside the padded plane (padding above and left; any below or right
-  // stays zero)
-  const std::size_t rowsIn = std::min(q.H, Hp - std::min(Hp, q.padTop)), colsIn = std::min(q.W, Wp - std::min(Wp, q.padLeft));
+  float *buf = scratch.get(1, grid.size);
+  float *prod = scratch.get(2, g.Co * grid.columns(g, images));
+  std::fill(buf, buf + grid.size, 0.0f);
   for (std::size_t grp = 0; grp < g.G; ++grp) {
     weightMatrix(g, w, grp, wm);
-    for (std::size_t n = 0; n < g.N; ++n) {
-      for (std::size_t c = 0; c < g.Ci; ++c) {
-        const float *src = x + ((n * g.G + grp) * g.Ci + c) * g.inN;
-        for (std::size_t r = 0; r < rowsIn; ++r)
-          std::memcpy(padded + c * plane + (r + q.padTop) * Wp + q.padLeft, src + r * q.W, colsIn * sizeof(float));
+    for (std::size_t n0 = 0; n0 < g.N; n0 += images) {
+      const std::size_t nb = std::min(images, g.N - n0), cols = grid.columns(g, nb);
+      grid.fill(g, x, grp, n0, nb, buf);
+      gemmF32Rows(g.Co, cols, depth, wm, depth, buf, rows.data(), prod, cols);
+      for (std::size_t i = 0; i < nb; ++i) {
+        float *out = y + ((n0 + i) * g.G + grp) * g.Co * g.outN;
+        for (std::size_t o = 0; o < g.Co; ++o)
+          for (std::size_t r = 0; r < q.OH; ++r)
+            std::memcpy(out + (o * q.OH + r) * q.OW, prod + o * cols + i * grid.plane + r * grid.Wq, q.OW * sizeof(float));
       }
-      gemmF32Rows(g.Co, cols, depth, wm, depth, padded, rows.data(), prod, cols);
-      float *out = y + (n * g.G + grp) * g.Co * g.outN;
-      for (std::size_t o = 0; o < g.Co; ++o)
-        for (std::size_t r = 0; r < q.OH; ++r) std::memcpy(out + (o * q.OH + r) * q.OW, prod + o * cols + r * Wp, q.OW * sizeof(float));
     }
   }
 }
@@ -115,8 +181,7 @@ void convolutionF32(const ConvGeometry &g, const float *x, const float *w, float
   const std::size_t wCount = g.G * g.Co * g.Ci * g.kN;
   if (!allFiniteF32(w, wCount)) return convolutionDirect(g, x, w, y);
   if (g.outN == 0 || g.Co == 0) return;
-  if (g.plain2D && g.plain.OH * (g.plain.OW + g.plain.KW - 1) >= kColumnsPerProduct)
-    return convolutionPadded(g, x, w, y);
+  if (const std::size_t images = gridImages(g)) return convolutionGrid(g, images, x, w, y);
   // small images are multiplied a few at a time, so a product has enough columns
   const std::size_t images = std::max<std::size_t>(1, std::min(g.N, kColumnsPerProduct / g.outN));
   ScratchLease scratch;
@@ -187,51 +252,100 @@ void weightDeltasDirect(const ConvGeometry &g, const float *dy, const float *x, 
         }
 }
 
+/// The unfolded inputs of the weight deltas (row (image, output position), column (k, c)) as
+/// panels, through the position tables, from the group's inputs channels-last ([image][input
+/// element][channel]): a kernel position's channels lie side by side.
+PackB unfoldChannelsLast(const ConvGeometry &g, const float *xt) {
+  return [&g, xt](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+    for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
+      const std::size_t cols = std::min(nr, j0 + nc - jp);
+      for (std::size_t p = p0; p < p0 + kc; ++p) {
+        const std::size_t j = p % g.outN;
+        const float *xn = xt + (p / g.outN) * g.inN * g.Ci;
+        for (std::size_t l = 0; l < cols;) {
+          const std::size_t k = (jp + l) / g.Ci, c = (jp + l) % g.Ci, len = std::min(g.Ci - c, cols - l);
+          const long at = g.inputAt[k][j];
+          if (at >= 0) std::memcpy(out + l, xn + static_cast<std::size_t>(at) * g.Ci + c, len * sizeof(float));
+          else std::fill(out + l, out + l + len, 0.0f);
+          l += len;
+        }
+        std::fill(out + cols, out + nr, 0.0f);
+        out += nr;
+      }
+    }
+  };
+}
+
+/// The padded field a Plain2D convolution reads, Hr x Wr (Hr = (OH - 1) * strideH + KH).
+std::size_t readRows(const ConvGeometry::Plain2D &q) { return (q.OH - 1) * q.strideH + q.KH; }
+std::size_t readCols(const ConvGeometry::Plain2D &q) { return (q.OW - 1) * q.strideW + q.KW; }
+
+/// The same unfolded inputs of a Plain2D convolution from the group's inputs zero-padded and
+/// channels-last ([image][row < Hr][col < Wr][channel]): the columns (kh, kw, c) for one kh are
+/// KW * Ci consecutive floats, so a row of the matrix is KH copies with no table and no padding
+/// test.
+PackB unfoldPaddedChannelsLast(const ConvGeometry &g, const float *xp) {
+  return [&g, xp](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+    const auto &q = g.plain;
+    const std::size_t run = q.KW * g.Ci, rowFloats = readCols(q) * g.Ci, imageFloats = readRows(q) * rowFloats;
+    for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
+      const std::size_t cols = std::min(nr, j0 + nc - jp);
+      for (std::size_t p = p0; p < p0 + kc; ++p) {
+        const std::size_t j = p % g.outN, oh = j / q.OW, ow = j % q.OW;
+        const float *at = xp + (p / g.outN) * imageFloats + oh * q.strideH * rowFloats + ow * q.strideW * g.Ci;
+        for (std::size_t l = 0; l < cols;) {
+          const std::size_t kh = (jp + l) / run, off = (jp + l) % run, len = std::min(run - off, cols - l);
+          std::memcpy(out + l, at + kh * rowFloats + off, len * sizeof(float));
+          l += len;
+        }
+        std::fill(out + cols, out + nr, 0.0f);
+        out += nr;
+      }
+    }
+  };
+}
+
 } // namespace
 
 // The weight deltas as a matrix product per conv group: dy as a [Co][N*outN] matrix times the
-// inputs unfolded into [N*outN][Ci*K] (zeros for padding), so the sum over (n, j) runs in order.
-// Zeros add nothing as long as dy is finite; otherwise the direct loop runs.
+// inputs unfolded into [N*outN][Ci*K] (zeros for padding), so the sum over (n, j) runs in order;
+// the unfolded inputs are packed from the inputs channels-last, zero-padded for a Plain2D
+// convolution. Zeros add nothing as long as dy is finite; otherwise the direct loop runs.
 void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, float *dw) {
   const std::size_t K = g.kernelPos.size(), depth = g.Ci * K, rows = g.N * g.outN;
   const std::size_t zCount = g.N * g.G * g.Co * g.outN;
   if (!allFiniteF32(dy, zCount)) return weightDeltasDirect(g, dy, x, dw);
   std::fill(dw, dw + g.G * g.Co * g.Ci * g.kN, 0.0f);
   if (g.Co == 0 || depth == 0) return;
+  const auto &q = g.plain;
+  const bool padded = g.plain2D && g.outN > 0;
+  const std::size_t Hr = padded ? readRows(q) : 0, Wr = padded ? readCols(q) : 0;
+  const std::size_t xtCount = padded ? g.N * Hr * Wr * g.Ci : g.N * g.inN * g.Ci;
   ScratchLease scratch;
-  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth), *xt = scratch.get(2, g.N * g.inN * g.Ci);
+  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth), *xt = scratch.get(2, xtCount);
+  // the padding stays zero for every group: the groups write the same elements
+  if (padded) std::fill(xt, xt + xtCount, 0.0f);
+  const std::size_t rowsIn = padded ? std::min(q.H, Hr - std::min(Hr, q.padTop)) : 0;
+  const std::size_t colsIn = padded ? std::min(q.W, Wr - std::min(Wr, q.padLeft)) : 0;
+  const PackB unfold = padded ? unfoldPaddedChannelsLast(g, xt) : unfoldChannelsLast(g, xt);
   for (std::size_t grp = 0; grp < g.G; ++grp) {
     for (std::size_t o = 0; o < g.Co; ++o)
       for (std::size_t n = 0; n < g.N; ++n)
         std::memcpy(zm + o * rows + n * g.outN, dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN, g.outN * sizeof(float));
-    // the group's inputs channels-last ([image][input element][channel]), so the channels one
-    // kernel position reads lie side by side
+    // the group's inputs channels-last, so the channels one kernel position reads lie side by side
     for (std::size_t n = 0; n < g.N; ++n)
       for (std::size_t c = 0; c < g.Ci; ++c) {
         const float *src = x + ((n * g.G + grp) * g.Ci + c) * g.inN;
-        float *dst = xt + n * g.inN * g.Ci + c;
-        for (std::size_t i = 0; i < g.inN; ++i) dst[i * g.Ci] = src[i];
-      }
-    // the unfolded inputs, row (image, output position), column (k, c), written as panels: the
-    // columns' order is free (each is its own sum), and this one copies channels in runs
-    const PackB unfold = [&](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
-      for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
-        const std::size_t cols = std::min(nr, j0 + nc - jp);
-        for (std::size_t p = p0; p < p0 + kc; ++p) {
-          const std::size_t j = p % g.outN;
-          const float *xn = xt + (p / g.outN) * g.inN * g.Ci;
-          for (std::size_t l = 0; l < cols;) {
-            const std::size_t k = (jp + l) / g.Ci, c = (jp + l) % g.Ci, len = std::min(g.Ci - c, cols - l);
-            const long at = g.inputAt[k][j];
-            if (at >= 0) std::memcpy(out + l, xn + static_cast<std::size_t>(at) * g.Ci + c, len * sizeof(float));
-            else std::fill(out + l, out + l + len, 0.0f);
-            l += len;
-          }
-          std::fill(out + cols, out + nr, 0.0f);
-          out += nr;
+        if (!padded) {
+          float *dst = xt + n * g.inN * g.Ci + c;
+          for (std::size_t i = 0; i < g.inN; ++i) dst[i * g.Ci] = src[i];
+          continue;
+        }
+        for (std::size_t r = 0; r < rowsIn; ++r) {
+          float *dst = xt + ((n * Hr + r + q.padTop) * Wr + q.padLeft) * g.Ci + c;
+          for (std::size_t s = 0; s < colsIn; ++s) dst[s * g.Ci] = src[r * q.W + s];
         }
       }
-    };
     if (rows == 0) std::fill(prod, prod + g.Co * depth, 0.0f);
     else gemmF32(g.Co, depth, rows, zm, rows, unfold, prod, depth);
     for (std::size_t o = 0; o < g.Co; ++o)

@@ -22,11 +22,12 @@ struct ConvGeometry {
   /// [position][output element]: n > 0 when elements j .. j + n - 1 read consecutive inputs, -n
   /// when they all fall on padding (runs end with the image); see positionRuns.
   std::vector<std::vector<long>> runs;
-  /// A 2-D convolution whose only transforms are zero padding of the input and flips of the
-  /// kernel (stride 1, no dilation, no truncation): the tables above follow from these sizes,
-  /// and convolutionF32 reads its unfolded inputs straight from a padded copy of each image.
+  /// A 2-D convolution whose only transforms are zero padding of the input, flips of the kernel
+  /// and strides of the output (no dilation, no truncation): the tables above follow from these
+  /// sizes, and convolutionF32 reads its unfolded inputs straight from zero-padded copies of the
+  /// images, split into strideH x strideW phase images when strided.
   struct Plain2D {
-    std::size_t H = 0, W = 0, KH = 0, KW = 0, padTop = 0, padLeft = 0, OH = 0, OW = 0;
+    std::size_t H = 0, W = 0, KH = 0, KW = 0, padTop = 0, padLeft = 0, OH = 0, OW = 0, strideH = 1, strideW = 1;
   };
   bool plain2D = false;
   Plain2D plain;

@@ -563,11 +563,12 @@ poplar_host::ConvGeometry convGeometry(const ConvParams &params, bool transposeA
     geo.plain2D = in.truncationLower[d] == 0 && in.truncationUpper[d] == 0 && in.dilation[d] == 1 && !in.flip[d] &&
                   kt.truncationLower[d] == 0 && kt.truncationUpper[d] == 0 && kt.dilation[d] == 1 &&
                   kt.paddingLower[d] == 0 && kt.paddingUpper[d] == 0 && params.outputTransform.truncationLower[d] == 0 &&
-                  params.outputTransform.truncationUpper[d] == 0 && params.outputTransform.stride[d] == 1 &&
+                  params.outputTransform.truncationUpper[d] == 0 &&
                   params.outputTransform.paddingLower[d] == 0 && params.outputTransform.paddingUpper[d] == 0;
   if (geo.plain2D)
     geo.plain = {params.inputFieldShape[0], params.inputFieldShape[1], params.kernelShape[0], params.kernelShape[1],
-                 in.paddingLower[0], in.paddingLower[1], outField[0], outField[1]};
+                 in.paddingLower[0], in.paddingLower[1], outField[0], outField[1],
+                 params.outputTransform.stride[0], params.outputTransform.stride[1]};
   return geo;
 }
 

@@ -3,7 +3,8 @@
 // +0 and adds its products in order, the product rounded to float, then the sum): K = 1, sizes
 // that are not multiples of the kernel's register and cache blocks, groups, half operands, and
 // convolutions with padding, strides, dilations, flips, transposeAndFlipWeights, one image or
-// several images a product, 3-D and 1-D fields and a non-finite weight next to padding.
+// several images a product (unfolded, or read from padded and phase images), 3-D and 1-D fields,
+// non-finite inputs on the padded path and non-finite weights next to padding.
 #include <poplar/DeviceManager.hpp>
 #include <poplar/Engine.hpp>
 #include <poplar/Graph.hpp>
@@ -175,14 +176,31 @@ int main() {
       {2, 1, 3, 2, 4, 4, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, false, true},    // transposeAndFlipWeights
       {1, 2, 2, 3, 5, 4, 2, 3, 0, 1, 1, 0, 1, 1, 1, 2, true, true},     // kernel flip and transposed
       {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, false, false},   // a single product
-      {5, 1, 64, 7, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // an image a product, straight into y
-      {7, 2, 3, 9, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false}, // several images a product, panels across them
-      // large enough for the padded-image path (stride 1, no dilation): uneven padding, groups and
-      // a flipped kernel; no padding; transposeAndFlipWeights; a kernel as wide as the image
+      // unfolded (kernel dilation): an image a product, straight into y; several images a product,
+      // panels across them
+      {5, 1, 64, 7, 32, 32, 3, 3, 2, 2, 2, 2, 1, 2, 1, 1, false, false},
+      {7, 2, 3, 9, 10, 10, 3, 3, 2, 2, 2, 2, 1, 2, 1, 1, false, false},
+      // read from padded images (no dilation): uneven padding, groups and a flipped kernel; no
+      // padding; transposeAndFlipWeights; a kernel as wide as the image (unfolded: its grid would
+      // be mostly points that are not outputs)
       {2, 2, 3, 5, 20, 30, 3, 2, 2, 0, 1, 3, 1, 1, 1, 1, true, false},
       {1, 1, 2, 3, 24, 40, 5, 3, 0, 0, 0, 0, 1, 1, 1, 1, false, false},
       {1, 1, 4, 6, 24, 24, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, false, true},
       {2, 1, 2, 2, 30, 20, 2, 20, 1, 0, 0, 0, 1, 1, 1, 1, false, false},
+      // several padded images a product (small images, odd sizes, the last product with fewer
+      // images), groups and a flipped kernel
+      {13, 1, 2, 3, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false},
+      {9, 2, 3, 4, 7, 9, 3, 2, 2, 0, 1, 1, 1, 1, 1, 1, true, false},
+      // strided, read from phase images: strides 2 and 3, asymmetric strides and padding, kernels
+      // larger and smaller than the stride, 1x1 kernels, groups, flips and transposed weights
+      {4, 1, 3, 5, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2, false, false},
+      {3, 2, 2, 3, 13, 10, 4, 2, 2, 1, 0, 2, 1, 1, 3, 2, true, false},
+      {2, 1, 4, 3, 9, 8, 1, 1, 0, 0, 0, 0, 1, 1, 2, 2, false, false},
+      {3, 1, 2, 2, 10, 11, 2, 2, 0, 1, 1, 0, 1, 1, 3, 3, false, true},
+      {5, 3, 2, 3, 5, 6, 3, 3, 2, 2, 2, 1, 1, 1, 2, 1, false, true},
+      {2, 1, 3, 4, 33, 31, 5, 3, 2, 1, 2, 1, 1, 1, 2, 2, false, false},
+      // a large kernel on a small image: unfolded, as its grid would be mostly not outputs
+      {3, 1, 2, 2, 6, 6, 5, 5, 0, 0, 0, 0, 1, 1, 1, 1, false, false},
   };
   for (std::size_t i = 0; i < convs.size(); ++i) {
     const auto &c = convs[i];
@@ -267,6 +285,31 @@ int main() {
     auto ref = c.run(x, w, OH, OW);
     CHECK(std::isfinite(ref[0]));
     expect("infConv", poplin::convolution(graph, in, wt, c.params(), false, prog, "infConv"), ref);
+  }
+
+  { // an infinite and a NaN input on the phase-image path: outputs reading them are not finite,
+    // the others are finite (points of the grid that are not outputs are dropped)
+    const Conv c{3, 1, 2, 2, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2, false, false};
+    auto x = randomFloats(3 * 2 * 9 * 8);
+    const auto w = randomFloats(2 * 2 * 9);
+    x[5] = std::numeric_limits<float>::infinity();
+    x[2 * 72 + 40] = std::numeric_limits<float>::quiet_NaN();
+    Tensor in = operand("infGridX", {3, 2, 9, 8}, x), wt = operand("infGridW", c.weightShape(), w);
+    std::size_t OH = 0, OW = 0;
+    auto ref = c.run(x, w, OH, OW);
+    CHECK(!std::isfinite(ref[2]) && std::isfinite(ref[ref.size() - 1]));
+    expect("infGrid", poplin::convolution(graph, in, wt, c.params(), false, prog, "infGrid"), ref);
+  }
+  { // a NaN weight on a strided convolution: the direct loop, padding still adds nothing
+    const Conv c{2, 1, 1, 2, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2, false, false};
+    const auto x = randomFloats(2 * 49);
+    auto w = randomFloats(2 * 9);
+    w[0] = std::numeric_limits<float>::quiet_NaN();
+    Tensor in = operand("nanStrideX", {2, 1, 7, 7}, x), wt = operand("nanStrideW", c.weightShape(), w);
+    std::size_t OH = 0, OW = 0;
+    auto ref = c.run(x, w, OH, OW);
+    CHECK(std::isfinite(ref[0]) && !std::isfinite(ref[OW + 1]));
+    expect("nanStride", poplin::convolution(graph, in, wt, c.params(), false, prog, "nanStride"), ref);
   }
 
   cases.run(device, prog);

@@ -2,9 +2,10 @@
 // the documented numerics (float partials: each delta starts from +0 and adds its products in
 // order of sample, then output position, the product rounded to float and then the sum; taps
 // on padding add nothing): padding (asymmetric, and whole windows in it), strides, input and
-// kernel dilation, groups, a batch whose unfolded inputs take several passes, a non-finite
-// gradient next to padding; half operands with half partials on exact values; the result shape
-// and type; the option `pass` checked as PopLibs checks it, and shapes and types refused.
+// kernel dilation, groups, a batch whose unfolded inputs take several passes, inputs packed
+// from zero-padded copies, a non-finite gradient next to padding, non-finite inputs; half
+// operands with half partials on exact values; the result shape and type; the option `pass`
+// checked as PopLibs checks it, and shapes and types refused.
 #include <poplar/DeviceManager.hpp>
 #include <poplar/Engine.hpp>
 #include <poplar/Graph.hpp>
@@ -123,6 +124,15 @@ int main() {
       {2, 1, 1, 2, 6, 5, 3, 2, 0, 0, 0, 0, 1, 1, 2, 2},     // a trailing row no window reads
       {8, 1, 64, 5, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // sums over more products than a block of the kernel
       {3, 2, 7, 3, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // a panel of (c, k) columns across input channels
+      // packed from zero-padded channels-last inputs (no dilation): strides 2 and 3, asymmetric
+      // strides and padding, padding no window reaches, kernels larger and smaller than the
+      // stride, 1x1 kernels, groups, and rows of the matrix wider than a panel
+      {3, 1, 3, 4, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},
+      {2, 2, 2, 3, 13, 10, 4, 2, 2, 1, 0, 2, 1, 1, 3, 2},
+      {2, 1, 4, 3, 9, 8, 1, 1, 0, 0, 0, 0, 1, 1, 2, 2},
+      {3, 1, 2, 2, 10, 11, 2, 2, 0, 1, 1, 0, 1, 1, 3, 3},
+      {2, 3, 2, 3, 5, 6, 3, 3, 2, 2, 3, 1, 1, 1, 2, 1},
+      {2, 1, 20, 3, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2},
   };
   for (std::size_t i = 0; i < convs.size(); ++i) {
     const auto &c = convs[i];
@@ -146,6 +156,18 @@ int main() {
     CHECK(std::isfinite(ref[0]));
     Tensor acts = operand("infx", {1, 1, 3, 3}, x), z = operand("infz", {1, 1, 3, 3}, dy);
     expect("infDeltas", poplin::calculateWeightDeltas(graph, z, acts, c.params(), prog, "infDeltas"), ref);
+  }
+  { // an infinite and a NaN input on the padded path: the deltas reading them are not finite,
+    // the others are finite
+    const Conv c{2, 1, 2, 2, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2};
+    auto x = randomFloats(2 * 2 * 7 * 6);
+    const auto dy = randomFloats(2 * 2 * c.outH() * c.outW());
+    x[0] = std::numeric_limits<float>::infinity();
+    x[42 + 41] = std::numeric_limits<float>::quiet_NaN();
+    auto ref = c.deltas(dy, x);
+    CHECK(!std::isfinite(ref[4]) && std::isfinite(ref[0]));
+    Tensor acts = operand("infPadX", {2, 2, 7, 6}, x), z = operand("infPadZ", {2, 2, c.outH(), c.outW()}, dy);
+    expect("infPadDeltas", poplin::calculateWeightDeltas(graph, z, acts, c.params(), prog, "infPadDeltas", wu), ref);
   }
   { // half operands and half partials: exact on small integers, and the deltas are half
     const Conv c{3, 2, 2, 2, 5, 4, 2, 3, 1, 0, 1, 2, 1, 1, 2, 1};
