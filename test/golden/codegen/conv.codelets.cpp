@@ -285,7 +285,7 @@ public:
       const unsigned atx1 = first + s;
       const T x1 = in1[atx1 / in1Inner % in1Size - in1From];
       if (segmentEnd - s > in1Inner - atx1 % in1Inner) segmentEnd = s + (in1Inner - atx1 % in1Inner);
-      for (unsigned i = s; i < segmentEnd; ++i) {
+      for (std::size_t i = s; i < segmentEnd; ++i) {
         const T x0 = in0[i];
         const T v0 = T(float(x0) + float(x1));
         out0[i] = v0;

@@ -159,7 +159,7 @@ public:
       const unsigned atx1 = (first + s) % in1Size;
       if (segmentEnd - s > in1Size - atx1) segmentEnd = s + (in1Size - atx1);
       const T *x1Run = &in1[atx1 - in1From];
-      for (unsigned i = s; i < segmentEnd; ++i) {
+      for (std::size_t i = s; i < segmentEnd; ++i) {
         const T x1 = x1Run[i - s];
         const T x0 = in0[i];
         const T v0 = T(float(x0) + float(x1));

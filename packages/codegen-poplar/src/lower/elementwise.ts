@@ -318,7 +318,9 @@ function segmentedWorkerLoop(types: readonly string[], n: string, periodic: read
     ...loop.slice(0, 2),
     'for (unsigned s = workBegin; s < workEnd;) {',
     ...segment.map((l) => `  ${l}`),
-    '  for (unsigned i = s; i < segmentEnd; ++i) {',
+    // a std::size_t index: the vectoriser cannot tell an unsigned one, widened for the address,
+    // does not wrap when it starts at s rather than at a worker's fixed start
+    '  for (std::size_t i = s; i < segmentEnd; ++i) {',
     ...[...inner, ...body].map((l) => `    ${l}`),
     '  }',
     '  s = segmentEnd;',
