@@ -5,6 +5,7 @@
 // to the output type, as the tile of the output rounds.
 #include "gemm.hpp" // ScratchLease
 #include "internal.hpp"
+#include "reducekernel.hpp"
 
 #include <popops/Cast.hpp>
 #include <popops/DynamicSlice.hpp>
@@ -123,76 +124,6 @@ Accum accumulationType(const poplar::Type &in, const poplar::Type &out, Operatio
   return isHalf(inVertex) || isHalf(interTile) ? Accum::Half : Accum::Float;
 }
 
-/// Where the inputs of a row-major reduction lie: the p-th input (row-major order of the reduced
-/// dims, which is the input's order) of output o (row-major order of the kept dims) is input
-/// element base[o] + offset[p].
-struct ReduceLayout {
-  std::vector<std::size_t> base, offset;
-};
-
-ReduceLayout reduceLayout(const std::vector<std::size_t> &shape, const std::vector<bool> &reduced) {
-  std::vector<std::size_t> stride(shape.size());
-  std::size_t acc = 1;
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    stride[d] = acc;
-    acc *= shape[d];
-  }
-  // the sums of the strides over every index of the dims that `which` selects, row-major
-  const auto positions = [&](bool which) {
-    std::vector<std::size_t> out{0};
-    for (std::size_t d = 0; d < shape.size(); ++d) {
-      if (reduced[d] != which) continue;
-      std::vector<std::size_t> next;
-      next.reserve(out.size() * shape[d]);
-      for (std::size_t p : out)
-        for (std::size_t i = 0; i < shape[d]; ++i) next.push_back(p + i * stride[d]);
-      out.swap(next);
-    }
-    return out;
-  };
-  return {positions(false), positions(true)};
-}
-
-/// acc[o] = the float ADD, SQUARE_ADD or MUL of output o's inputs (see ReduceLayout) in their
-/// order, each step rounded to float. Eight outputs advance together: their sums are
-/// independent, so the CPU overlaps them instead of waiting on one chain of additions (and adds
-/// them as one vector when the eight outputs' inputs lie side by side).
-template <Operation Op>
-void reduceFloats(const float *x, const ReduceLayout &layout, float *acc) {
-  constexpr float start = Op == Operation::MUL ? 1.0f : 0.0f;
-  auto step = [](float a, float v) { return Op == Operation::ADD ? a + v : Op == Operation::SQUARE_ADD ? a + v * v : a * v; };
-  constexpr std::size_t B = 8;
-  const std::size_t outN = layout.base.size(), k = layout.offset.size();
-  const std::size_t *base = layout.base.data(), *offset = layout.offset.data();
-  std::size_t o = 0;
-  // (the loops over the eight are unrolled so their sums stay in registers: left as loops, each
-  // step went through memory)
-  for (; o + B <= outN; o += B) {
-    float a[B];
-#pragma GCC unroll 8
-    for (std::size_t j = 0; j < B; ++j) a[j] = start;
-    if (base[o + B - 1] == base[o] + B - 1) { // the innermost dim is kept: eight neighbours
-      const float *row = x + base[o];
-      for (std::size_t p = 0; p < k; ++p)
-#pragma GCC unroll 8
-        for (std::size_t j = 0; j < B; ++j) a[j] = step(a[j], row[offset[p] + j]);
-    } else {
-      const float *rows[B];
-#pragma GCC unroll 8
-      for (std::size_t j = 0; j < B; ++j) rows[j] = x + base[o + j];
-      for (std::size_t p = 0; p < k; ++p)
-#pragma GCC unroll 8
-        for (std::size_t j = 0; j < B; ++j) a[j] = step(a[j], rows[j][offset[p]]);
-    }
-    for (std::size_t j = 0; j < B; ++j) acc[o + j] = a[j];
-  }
-  for (; o < outN; ++o) {
-    float a = start;
-    for (std::size_t p = 0; p < k; ++p) a = step(a, x[base[o] + offset[p]]);
-    acc[o] = a;
-  }
-}
-
 /// A reduction's last steps: flags for the finished sums, the scale, the update, the output.
 /// `finiteInput()` says whether every input was finite (an infinite float sum of finite inputs
 /// overflowed); it is only asked when a sum is infinite.
@@ -241,7 +172,8 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
   const Operation op = params.op;
   const Accum accum = accumulationType(in.elementType(), out.elementType(), op, options);
   // float steps find each output's inputs by the layout, the others by the output of each input
-  const auto layout = std::make_shared<const ReduceLayout>(accum == Accum::Float ? reduceLayout(in.shape(), reduced) : ReduceLayout{});
+  const auto layout = std::make_shared<const poplar_host::ReduceLayout>(
+      accum == Accum::Float ? poplar_host::reduceLayout(in.shape(), reduced) : poplar_host::ReduceLayout{});
   const auto map = accum == Accum::Float ? std::vector<std::size_t>{} : outputIndex(in.shape(), reduced);
   // Each output accumulates its inputs in row-major order, one rounding per step.
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
@@ -251,9 +183,11 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
       const std::size_t n = in.numElements();
       float *acc = scratch.get(1, outN);
       const float *x = ctx.floatsOf(in, scratch.get(0, n));
-      if (op == Operation::ADD) reduceFloats<Operation::ADD>(x, *layout, acc);
-      else if (op == Operation::SQUARE_ADD) reduceFloats<Operation::SQUARE_ADD>(x, *layout, acc);
-      else reduceFloats<Operation::MUL>(x, *layout, acc);
+      using poplar_host::ReduceStep;
+      poplar_host::reduceFloats(op == Operation::ADD          ? ReduceStep::Add
+                                : op == Operation::SQUARE_ADD ? ReduceStep::SquareAdd
+                                                              : ReduceStep::Mul,
+                                x, *layout, acc);
       std::vector<double> sums(acc, acc + outN);
       return finishReduce(ctx, r, sums, [&] { return allFinite(x, n); }, accum, params, out);
     }
