@@ -4,6 +4,7 @@
 #define poplar_host_tests_bit_cases_hpp
 
 #include <poplar/Device.hpp>
+#include <poplar/DeviceManager.hpp>
 #include <poplar/Engine.hpp>
 #include <poplar/Graph.hpp>
 #include <poplar/Program.hpp>
@@ -22,6 +23,14 @@
 #include <vector>
 
 namespace bitcases {
+
+/// The first IPU the device manager offers, attached.
+inline poplar::Device attachedIpu() {
+  auto devices = poplar::DeviceManager::createDeviceManager().getDevices(poplar::TargetType::IPU, 1);
+  poplar::Device device = std::move(devices.front());
+  CHECK(device.attach());
+  return device;
+}
 
 inline std::vector<float> randomFloats(std::mt19937 &rng, std::size_t n) {
   std::uniform_real_distribution<float> d(-2.f, 2.f);

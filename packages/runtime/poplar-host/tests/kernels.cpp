@@ -122,9 +122,7 @@ std::vector<float> halves(std::vector<float> v) {
 } // namespace
 
 int main() {
-  auto devices = DeviceManager::createDeviceManager().getDevices(TargetType::IPU, 1);
-  Device device = std::move(devices.front());
-  CHECK(device.attach());
+  Device device = bitcases::attachedIpu();
   Graph graph(device.getTarget());
   popops::addCodelets(graph);
   poplin::addCodelets(graph);

@@ -53,9 +53,7 @@ std::vector<float> refReduce(const std::vector<std::size_t> &shape, const std::v
 } // namespace
 
 int main() {
-  auto devices = DeviceManager::createDeviceManager().getDevices(TargetType::IPU, 1);
-  Device device = std::move(devices.front());
-  CHECK(device.attach());
+  Device device = bitcases::attachedIpu();
   Graph graph(device.getTarget());
   popops::addCodelets(graph);
   Sequence prog;

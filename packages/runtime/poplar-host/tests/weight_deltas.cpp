@@ -101,9 +101,7 @@ using bitcases::input;
 } // namespace
 
 int main() {
-  auto devices = DeviceManager::createDeviceManager().getDevices(TargetType::IPU, 1);
-  Device device = std::move(devices.front());
-  CHECK(device.attach());
+  Device device = bitcases::attachedIpu();
   Graph graph(device.getTarget());
   popops::addCodelets(graph);
   poplin::addCodelets(graph);
