@@ -123,8 +123,8 @@ function convKernel(x: Tensor, w: Tensor, bias: Tensor | undefined, plan: ConvPl
 
 /**
  * Gradient of the input: a transposed convolution. g is spread out by the strides (stride-1
- * zeros after each element), padded by (k-1)·d - pad_begin in front and to H + (k-1)·d in all,
- * then correlated (stride 1, dilation d) with the spatially flipped weights whose in/out channels
+ * zeros after each element), padded by (k-1)·d - pad_begin in front and to H + (k-1)·d in all
+ * (the convolution's own padding; a negative amount crops g first), then correlated (stride 1, dilation d) with the spatially flipped weights whose in/out channels
  * are swapped within each group: dx[h] = Σ_i gz[h + pad - i·d]·w[i], in every spatial dimension.
  */
 function convInputGrad(b: GraphBuilder, g: Value, w: Value, xShape: readonly number[], plan: ConvPlan): Value {
@@ -148,7 +148,9 @@ function convInputGrad(b: GraphBuilder, g: Value, w: Value, xShape: readonly num
   }
   const lead = kernel.map((k, i) => (k - 1) * d[i]! - pads[i]!);
   const trail = kernel.map((k, i) => field[i]! + (k - 1) * d[i]! - lead[i]! - out[i]! * s[i]!);
-  gz = padOrCrop(b, gz, [0, 0, ...lead], [0, 0, ...trail]);
+  // zero padding is the convolution's own (as PopLibs pads the backward pass), a crop a slice first
+  const ownPads = lead.every((p) => p >= 0) && trail.every((p) => p >= 0);
+  if (!ownPads) gz = padOrCrop(b, gz, [0, 0, ...lead], [0, 0, ...trail]);
   const axes = kernel.map((_, i) => i + 2);
   let wt = kernel.some((k) => k > 1)
     ? b.op('slice', [w], { starts: kernel.map(() => -1), ends: kernel.map((k) => -(k + 1)), axes, steps: kernel.map(() => -1) })
@@ -158,7 +160,8 @@ function convInputGrad(b: GraphBuilder, g: Value, w: Value, xShape: readonly num
   wt = b.op('transpose', [wt], { perm: [0, 2, 1, ...kernel.map((_, i) => i + 3)] });
   wt = b.op('reshape', [wt], { shape: [G * Cg, M / G, ...kernel] });
   // PopLibs plans it as the backward pass (PopART's ConvDataGradOp)
-  return b.op('convolution', [gz, wt], { dilations: [...d], groups: G }, { annotations: { ...b.annotations, convPass: 'bwd' } });
+  const padding = ownPads ? { pads: [...lead, ...trail] } : {};
+  return b.op('convolution', [gz, wt], { dilations: [...d], groups: G, ...padding }, { annotations: { ...b.annotations, convPass: 'bwd' } });
 }
 
 /**

@@ -15,17 +15,18 @@ class VarBytes {
 public:
   explicit VarBytes(const ReplicaContext &ctx) : ctx_(ctx) {}
   std::uint8_t *operator()(unsigned var) {
-    if (var != var_) {
-      var_ = var;
-      base_ = ctx_.varData(var);
-    }
-    return base_;
+    if (var == var_[0]) return base_[0];
+    if (var == var_[1]) return base_[1];
+    // two entries: a padded view alternates between its tensor and the padding's constant
+    var_[1] = var_[0], base_[1] = base_[0];
+    var_[0] = var, base_[0] = ctx_.varData(var);
+    return base_[0];
   }
 
 private:
   const ReplicaContext &ctx_;
-  unsigned var_ = ~0u;
-  std::uint8_t *base_ = nullptr;
+  unsigned var_[2] = {~0u, ~0u};
+  std::uint8_t *base_[2] = {nullptr, nullptr};
 };
 } // namespace
 
