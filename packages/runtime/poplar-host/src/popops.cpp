@@ -171,14 +171,17 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
   const std::size_t outN = out.numElements();
   const Operation op = params.op;
   const Accum accum = accumulationType(in.elementType(), out.elementType(), op, options);
-  // float steps find each output's inputs by the layout, the others by the output of each input
+  // float sums, and maxima and minima of floating-point inputs (exact in float), run on floats
+  const bool extremum = (op == Operation::MAX || op == Operation::MIN) && in.elementType().isFloatingPoint();
+  const bool onFloats = accum == Accum::Float || extremum;
+  // steps on floats find each output's inputs by the layout, the others by the output of each input
   const auto layout = std::make_shared<const poplar_host::ReduceLayout>(
-      accum == Accum::Float ? poplar_host::reduceLayout(in.shape(), reduced) : poplar_host::ReduceLayout{});
-  const auto map = accum == Accum::Float ? std::vector<std::size_t>{} : outputIndex(in.shape(), reduced);
+      onFloats ? poplar_host::reduceLayout(in.shape(), reduced) : poplar_host::ReduceLayout{});
+  const auto map = onFloats ? std::vector<std::size_t>{} : outputIndex(in.shape(), reduced);
   // Each output accumulates its inputs in row-major order, one rounding per step.
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
     poplar_host::Rounder r = ctx.rounder(out);
-    if (accum == Accum::Float) { // float steps on the floats themselves, without doubles
+    if (onFloats) { // steps on the floats themselves, without doubles
       poplar_host::ScratchLease scratch;
       const std::size_t n = in.numElements();
       float *acc = scratch.get(1, outN);
@@ -186,7 +189,9 @@ void addReduceStep(poplar::program::Sequence &prog, const poplar::Tensor &in, co
       using poplar_host::ReduceStep;
       poplar_host::reduceFloats(op == Operation::ADD          ? ReduceStep::Add
                                 : op == Operation::SQUARE_ADD ? ReduceStep::SquareAdd
-                                                              : ReduceStep::Mul,
+                                : op == Operation::MUL        ? ReduceStep::Mul
+                                : op == Operation::MAX        ? ReduceStep::Max
+                                                              : ReduceStep::Min,
                                 x, *layout, acc);
       std::vector<double> sums(acc, acc + outN);
       return finishReduce(ctx, r, sums, [&] { return allFinite(x, n); }, accum, params, out);

@@ -23,13 +23,25 @@ constexpr std::size_t B = 8;
 template <ReduceStep S> __attribute__((always_inline)) inline void step(V8 &a, const V8 &v) {
   if (S == ReduceStep::Add) a = a + v;
   else if (S == ReduceStep::SquareAdd) a = a + v * v;
-  else a = a * v;
+  else if (S == ReduceStep::Mul) a = a * v;
+  else if (S == ReduceStep::Max) a = ((v > a) | (v != v)) ? v : a;
+  else a = ((v < a) | (v != v)) ? v : a;
 }
 
 template <ReduceStep S> __attribute__((always_inline)) inline void step(float &a, float v) {
   if (S == ReduceStep::Add) a = a + v;
   else if (S == ReduceStep::SquareAdd) a = a + v * v;
-  else a = a * v;
+  else if (S == ReduceStep::Mul) a = a * v;
+  else if (S == ReduceStep::Max) a = (v > a || v != v) ? v : a;
+  else a = (v < a || v != v) ? v : a;
+}
+
+/// Where each output starts.
+template <ReduceStep S> constexpr float startOf() {
+  return S == ReduceStep::Mul   ? 1.0f
+         : S == ReduceStep::Max ? -__builtin_inff()
+         : S == ReduceStep::Min ? __builtin_inff()
+                                : 0.0f;
 }
 
 /// r[j][q] -> t[q][j] for an 8 x 8 block.
@@ -90,7 +102,7 @@ __attribute__((always_inline)) inline void reduceRows(const float *const *rows, 
 
 template <ReduceStep S>
 __attribute__((always_inline)) inline void reduceBody(const float *x, const ReduceLayout &layout, float *acc) {
-  const float start = S == ReduceStep::Mul ? 1.0f : 0.0f;
+  const float start = startOf<S>();
   const std::size_t outN = layout.base.size(), k = layout.offset.size();
   const std::size_t *base = layout.base.data(), *offset = layout.offset.data();
   std::size_t o = 0;
@@ -128,7 +140,9 @@ __attribute__((always_inline)) inline void reduceBody(const float *x, const Redu
   TARGET void NAME(ReduceStep s, const float *x, const ReduceLayout &layout, float *acc) {                           \
     if (s == ReduceStep::Add) reduceBody<ReduceStep::Add>(x, layout, acc);                                           \
     else if (s == ReduceStep::SquareAdd) reduceBody<ReduceStep::SquareAdd>(x, layout, acc);                          \
-    else reduceBody<ReduceStep::Mul>(x, layout, acc);                                                                \
+    else if (s == ReduceStep::Mul) reduceBody<ReduceStep::Mul>(x, layout, acc);                                      \
+    else if (s == ReduceStep::Max) reduceBody<ReduceStep::Max>(x, layout, acc);                                      \
+    else reduceBody<ReduceStep::Min>(x, layout, acc);                                                                \
   }
 // eight floats are one AVX register; without AVX the vectors are two SSE halves
 POPLAR_HOST_REDUCE(reduceAvx2, __attribute__((target("avx2"))))

@@ -19,11 +19,12 @@ struct ReduceLayout {
 /// The layout of reducing the dims of `shape` marked in `reduced`.
 ReduceLayout reduceLayout(const std::vector<std::size_t> &shape, const std::vector<bool> &reduced);
 
-enum class ReduceStep { Add, SquareAdd, Mul };
+enum class ReduceStep { Add, SquareAdd, Mul, Max, Min };
 
-/// acc[o] = the float sum (a + v), sum of squares (a + v * v, the product rounded first) or
-/// product (a * v) of output o's inputs in their order, starting from 0 (1 for products), each
-/// step rounded to float: bit for bit the plain loop.
+/// acc[o] = the float sum (a + v), sum of squares (a + v * v, the product rounded first),
+/// product (a * v), maximum or minimum of output o's inputs in their order, starting from 0 (1
+/// for products, -inf for the maximum, +inf for the minimum), each step rounded to float: bit for
+/// bit the plain loop. A NaN input makes a maximum or minimum NaN.
 void reduceFloats(ReduceStep step, const float *x, const ReduceLayout &layout, float *acc);
 
 } // namespace poplar_host

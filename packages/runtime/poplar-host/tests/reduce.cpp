@@ -1,9 +1,10 @@
 // popops::reduce's float steps, bit for bit against the plain loop of the documented numerics
 // (each output starts from 0, or 1 for MUL, and takes its inputs in row-major order, every step
 // rounded to float; SQUARE_ADD rounds the square first): per-channel sums over images (eight
-// channels' rows transposed together, up to four such groups at once, runs longer and shorter than eight, channel counts that
-// are not a multiple of eight), kept innermost dims, reduced dims that are not runs, and all
-// three operations.
+// channels' rows transposed together, up to four such groups at once, runs longer and shorter
+// than eight, channel counts that are not a multiple of eight), kept innermost dims, reduced
+// dims that are not runs, for ADD, SQUARE_ADD, MUL, and MAX and MIN (exact; a NaN input gives
+// NaN).
 #include <poplar/DeviceManager.hpp>
 #include <poplar/Engine.hpp>
 #include <poplar/Graph.hpp>
@@ -13,6 +14,8 @@
 #include "bit_cases.hpp"
 #include "check.hpp"
 
+#include <cmath>
+#include <limits>
 #include <random>
 
 // the reference rounds every square, as the kernels do
@@ -31,7 +34,11 @@ std::vector<float> refReduce(const std::vector<std::size_t> &shape, const std::v
   std::size_t outN = 1;
   for (std::size_t d = 0; d < shape.size(); ++d)
     if (!reduced[d]) outN *= shape[d];
-  std::vector<float> acc(outN, op == popops::Operation::MUL ? 1.0f : 0.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> acc(outN, op == popops::Operation::MUL   ? 1.0f
+                               : op == popops::Operation::MAX ? -inf
+                               : op == popops::Operation::MIN ? inf
+                                                              : 0.0f);
   std::vector<std::size_t> index(shape.size(), 0);
   // row-major over the input is row-major over the reduced dims for each output
   for (std::size_t e = 0; e < x.size(); ++e) {
@@ -42,7 +49,9 @@ std::vector<float> refReduce(const std::vector<std::size_t> &shape, const std::v
     float &a = acc[o];
     if (op == popops::Operation::ADD) a = a + v;
     else if (op == popops::Operation::SQUARE_ADD) a = a + v * v;
-    else a = a * v;
+    else if (op == popops::Operation::MUL) a = a * v;
+    else if (op == popops::Operation::MAX) a = std::isnan(v) || v > a ? v : a;
+    else a = std::isnan(v) || v < a ? v : a;
     for (std::size_t d = shape.size(); d-- > 0;)
       if (++index[d] < shape[d]) break;
       else index[d] = 0;
@@ -74,16 +83,23 @@ int main() {
       {{2, 8, 33}, {2}},           // one run a channel, eight channels
       {{5, 7}, {0, 1}},            // everything to one output
   };
-  const popops::Operation ops[] = {popops::Operation::ADD, popops::Operation::SQUARE_ADD, popops::Operation::MUL};
-  const char *opNames[] = {"add", "square_add", "mul"};
+  const popops::Operation ops[] = {popops::Operation::ADD, popops::Operation::SQUARE_ADD, popops::Operation::MUL,
+                                   popops::Operation::MAX, popops::Operation::MIN};
+  const char *opNames[] = {"add", "square_add", "mul", "max", "min"};
   for (std::size_t s = 0; s < shapes.size(); ++s)
-    for (std::size_t k = 0; k < 3; ++k) {
+    for (std::size_t k = 0; k < 5; ++k) {
       std::size_t n = 1;
       for (std::size_t d : shapes[s].shape) n *= d;
       // products stay near 1 (values close to 1), sums see every rounding (values of all signs)
       std::vector<float> x = bitcases::randomFloats(rng, n);
       if (ops[k] == popops::Operation::MUL)
         for (auto &v : x) v = 1.0f + v / 64.0f;
+      // extremes: an infinity and, in every other case, a NaN somewhere inside
+      if (ops[k] == popops::Operation::MAX || ops[k] == popops::Operation::MIN) {
+        x[n / 3] = ops[k] == popops::Operation::MAX ? std::numeric_limits<float>::infinity()
+                                                   : -std::numeric_limits<float>::infinity();
+        if (s % 2) x[n / 2 + 1] = std::numeric_limits<float>::quiet_NaN();
+      }
       const std::string id = "r" + std::to_string(s) + opNames[k];
       Tensor in = cases.operand(id, shapes[s].shape, x);
       cases.expect(id, popops::reduce(graph, in, FLOAT, shapes[s].dims, ops[k], prog, id),
