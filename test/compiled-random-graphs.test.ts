@@ -232,6 +232,10 @@ function handWritten(): { g: Graph; feeds: Record<string, Tensor[]> } {
   const x = input('x', 'float32', [3, 4]);
   const y = input('y', 'float32', [4, 3]);
   const x3 = input('x3', 'float32', [2, 3, 4]);
+  // max pooling with NaN (it wins) and infinities in its windows, with and without padding
+  const pimg = input('pimg', 'float32', [1, 1, 4, 4], [1, NaN, 3, 4, -Infinity, 2, 0, -1, 5, 5, NaN, 7, -2, -3, -4, Infinity]);
+  out('p.max_nan', b.op('max_pool', [pimg], { kernel: [2, 2], strides: [2, 2] }));
+  out('p.max_nan_padded', b.op('max_pool', [pimg], { kernel: [3, 3], strides: [1, 1], pads: [1, 1, 1, 1] }));
   // batched left operands times a 2-D (or 1-D) right one: one product of all the rows
   const v4 = input('v4', 'float32', [4]);
   out('mm.rows', b.op('matmul', [x3, y]));

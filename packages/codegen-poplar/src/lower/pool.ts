@@ -53,7 +53,7 @@ function geometryLines(g: Geometry): string[] {
 
 /** First and end tap of a window starting at `start` that land inside [0, size). */
 const TAP_RANGE = [
-  '  static void taps(int start, int k, int dil, int size, int &lo, int &hi) {',
+  '  static inline void taps(int start, int k, int dil, int size, int &lo, int &hi) {',
   '    lo = start >= 0 ? 0 : (-start + dil - 1) / dil;',
   '    const int t = size - 1 - start;',
   '    const int last = t >= 0 ? t / dil : -((-t + dil - 1) / dil);',
@@ -65,19 +65,21 @@ const TAP_RANGE = [
 /**
  * Lines of the window of output position `o` (a flat position within a plane): per dimension its
  * start st[], the tap range lo[]/hi[] inside the input and, with `clipped`, the divisor `clip` of
- * count_include_pad (taps within the padded input).
+ * count_include_pad (taps within the padded input). Written out dimension by dimension with the
+ * sizes as literals, so every division is by a constant (a tile has no integer divide).
  */
-function windowLines(o: string, clipped: boolean): string[] {
-  return [
-    'int st[R], lo[R], hi[R];',
-    ...(clipped ? ['int clip = 1;'] : []),
-    `for (int d = R - 1, r = ${o}; d >= 0; --d) {`,
-    '  st[d] = (r % OUT[d]) * S[d] - PB[d];',
-    '  r /= OUT[d];',
-    '  taps(st[d], KER[d], D[d], IN[d], lo[d], hi[d]);',
-    ...(clipped ? ['  const int c = (IN[d] + PE[d] - 1 - st[d]) / D[d] + 1;', '  clip *= c < KER[d] ? c : KER[d];'] : []),
-    '}',
-  ];
+function windowLines(g: Geometry, o: string, clipped: boolean): string[] {
+  const rank = g.input.length;
+  const lines = ['int st[R], lo[R], hi[R];', ...(clipped ? ['int clip = 1;'] : []), '{', `  int r = ${o};`];
+  for (let d = rank - 1; d >= 0; d--) {
+    const [size, out, k, s, dil, pb, pe] = [g.input[d]!, g.output[d]!, g.kernel[d]!, g.strides[d]!, g.dilations[d]!, g.pads[d]!, g.pads[rank + d]!];
+    lines.push(`  st[${d}] = (r % ${out}) * ${s} - ${pb};`);
+    if (d > 0) lines.push(`  r /= ${out};`);
+    lines.push(`  taps(st[${d}], ${k}, ${dil}, ${size}, lo[${d}], hi[${d}]);`);
+    if (clipped) lines.push(`  { const int c = (${size + pe - 1} - st[${d}]) / ${dil} + 1; clip *= c < ${k} ? c : ${k}; }`);
+  }
+  lines.push('}');
+  return lines;
 }
 
 /**
@@ -124,7 +126,7 @@ function forwardBody(kind: 'max' | 'avg', g: Geometry, includePad: boolean): (na
   const rank = g.input.length;
   const reduce =
     kind === 'max'
-      ? ['float m = -INFINITY;', ...tapLoops(rank, ['const float v = float(in[base + at]);', 'if (v > m || v != v) m = v;']), 'out[o] = T(m);']
+      ? ['float m = -INFINITY;', ...tapLoops(rank, ['const float v = float(in[base + at]);', '// two selects (a maximum, then NaN wins): no branch on the data', 'm = v > m ? v : m;', 'm = v != v ? v : m;']), 'out[o] = T(m);']
       : [
           'float s = 0;',
           ...(includePad ? [] : ['int count = 0;']),
@@ -135,7 +137,7 @@ function forwardBody(kind: 'max' | 'avg', g: Geometry, includePad: boolean): (na
     vertexClass(name, ['  poplar::Input<poplar::Vector<T>> in;'], g, [
       'const unsigned q = begin + o;',
       'const int plane = int(q / unsigned(OUT_N));',
-      ...windowLines('int(q % unsigned(OUT_N))', includePad),
+      ...windowLines(g, 'int(q % unsigned(OUT_N))', includePad),
       'const int base = plane * IN_N;',
       ...reduce,
     ]);
@@ -173,7 +175,7 @@ function gradBody(kind: 'max' | 'avg', g: Geometry, includePad: boolean): (name:
   const inner = '  '.repeat(rank);
   const w = Array.from({ length: rank }, (_, d) => d).reduce((acc, d) => (d === 0 ? `q0 / S[0]` : `(${acc}) * OUT[${d}] + q${d} / S[${d}]`), '');
   loops.push(`${inner}const int w = ${w};`);
-  loops.push(...windowLines('w', includePad).map((l) => inner + l));
+  loops.push(...windowLines(g, 'w', includePad).map((l) => inner + l));
   loops.push(...contribution.map((l) => inner + l));
   for (let d = rank - 1; d >= 0; d--) loops.push(`${'  '.repeat(d)}}`);
   return (name) =>
@@ -181,9 +183,9 @@ function gradBody(kind: 'max' | 'avg', g: Geometry, includePad: boolean): (name:
       'const unsigned q = begin + o;',
       'const int plane = int(q / unsigned(IN_N)), e = int(q % unsigned(IN_N));',
       'int idx[R];',
-      'for (int d = R - 1, r = e; d >= 0; --d) {',
-      '  idx[d] = r % IN[d];',
-      '  r /= IN[d];',
+      '{',
+      '  int r = e;',
+      ...g.input.map((_, i) => g.input.length - 1 - i).flatMap((d) => [`  idx[${d}] = r % ${g.input[d]};`, ...(d > 0 ? [`  r /= ${g.input[d]};`] : [])]),
       '}',
       'const int base = plane * IN_N, obase = plane * OUT_N;',
       '(void)base;',
