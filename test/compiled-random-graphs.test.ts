@@ -232,6 +232,13 @@ function handWritten(): { g: Graph; feeds: Record<string, Tensor[]> } {
   const x = input('x', 'float32', [3, 4]);
   const y = input('y', 'float32', [4, 3]);
   const x3 = input('x3', 'float32', [2, 3, 4]);
+  // periodic inputs whose runs and periods wrap many times within one worker's elements
+  const xp = input('xp', 'float32', [4, 3, 7, 5]);
+  const chan = input('chan', 'float32', [3, 1, 1]);
+  const last = input('last', 'float32', [5]);
+  out('b.chan_and_last', b.op('add', [b.op('mul', [xp, chan]), last]));
+  const xs = input('xs', 'float32', [9, 3, 2]);
+  out('b.short_runs', b.op('sub', [xs, b.op('reshape', [chan], { shape: [3, 1] })]));
   // max pooling with NaN (it wins) and infinities in its windows, with and without padding
   const pimg = input('pimg', 'float32', [1, 1, 4, 4], [1, NaN, 3, 4, -Infinity, 2, 0, -1, 5, 5, NaN, 7, -2, -3, -4, Infinity]);
   out('p.max_nan', b.op('max_pool', [pimg], { kernel: [2, 2], strides: [2, 2] }));

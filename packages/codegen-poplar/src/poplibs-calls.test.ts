@@ -150,7 +150,10 @@ describe('broadcast inputs that repeat along the output are connected as the ele
     expect(host).toMatch(/addRegionVertices\(.*\{"in1", f\d+, false, false, 16, 3\}.*, "first"\);/);
     expect(host).not.toContain('broadcastTo(');
     expect(codelets).toContain('unsigned in1From;');
-    expect(codelets).toContain('const T x1 = in1[atx1 / in1Inner % in1Size - in1From];');
+    // where the worker starts is divided out once; each segment reads its element and advances
+    expect(codelets).toContain('unsigned atx1 = (first + workBegin) / in1Inner % in1Size, alongx1 = (first + workBegin) % in1Inner;');
+    expect(codelets).toContain('const T x1 = in1[atx1 - in1From];');
+    expect(codelets).toContain('if (++atx1 == in1Size) atx1 = 0;');
   });
 
   test("the period's sizes are vertex fields: other shapes, the same device code", () => {

@@ -280,15 +280,19 @@ public:
     const unsigned n = out0.size();
     const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
     const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    unsigned atx1 = (first + workBegin) / in1Inner % in1Size, alongx1 = (first + workBegin) % in1Inner;
     for (unsigned s = workBegin; s < workEnd;) {
       unsigned segmentEnd = workEnd;
-      const unsigned atx1 = first + s;
-      const T x1 = in1[atx1 / in1Inner % in1Size - in1From];
-      if (segmentEnd - s > in1Inner - atx1 % in1Inner) segmentEnd = s + (in1Inner - atx1 % in1Inner);
+      const T x1 = in1[atx1 - in1From];
+      if (segmentEnd - s > in1Inner - alongx1) segmentEnd = s + (in1Inner - alongx1);
       for (std::size_t i = s; i < segmentEnd; ++i) {
         const T x0 = in0[i];
         const T v0 = T(float(x0) + float(x1));
         out0[i] = v0;
+      }
+      if ((alongx1 += segmentEnd - s) == in1Inner) {
+        alongx1 = 0;
+        if (++atx1 == in1Size) atx1 = 0;
       }
       s = segmentEnd;
     }

@@ -154,9 +154,9 @@ public:
     const unsigned n = out0.size();
     const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
     const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
+    unsigned atx1 = (first + workBegin) % in1Size;
     for (unsigned s = workBegin; s < workEnd;) {
       unsigned segmentEnd = workEnd;
-      const unsigned atx1 = (first + s) % in1Size;
       if (segmentEnd - s > in1Size - atx1) segmentEnd = s + (in1Size - atx1);
       const T *x1Run = &in1[atx1 - in1From];
       for (std::size_t i = s; i < segmentEnd; ++i) {
@@ -166,6 +166,7 @@ public:
         const T v1 = T(tg::reluFloat(float(v0)));
         out0[i] = v1;
       }
+      if ((atx1 += segmentEnd - s) == in1Size) atx1 = 0;
       s = segmentEnd;
     }
     return true;

@@ -293,29 +293,38 @@ interface PeriodicInput {
  * output; field inJ holds the input's elements from inJFrom on): each worker's run is cut into
  * segments in which every periodic input either stays on one element (inner > 1) or runs along
  * its elements (inner 1), so the loop over a segment reads like the one over plain vector inputs.
+ * Where a worker starts in each period is worked out once (a division or two); segment by segment
+ * it only advances (a tile has no integer divide, and on the host they are slow too).
  */
 function segmentedWorkerLoop(types: readonly string[], n: string, periodic: readonly PeriodicInput[], body: readonly string[]): string[] {
   const loop = workerLoop(types, n, []);
+  const setup: string[] = [];
   const segment: string[] = ['unsigned segmentEnd = workEnd;'];
+  const advance: string[] = [];
   const inner: string[] = [];
   for (const p of periodic) {
-    const at = `at${p.local}`;
     // the period's sizes are fields (set per vertex), so the vertex does not depend on the shapes
     const runLength = `${p.field}Inner`, period = `${p.field}Size`;
+    const element = `at${p.local}`;
     if (p.inner > 1) {
-      segment.push(`const unsigned ${at} = first + s;`);
-      segment.push(`const ${p.type} ${p.local} = ${p.field}[${at} / ${runLength} % ${period} - ${p.field}From];`);
-      segment.push(`if (segmentEnd - s > ${runLength} - ${at} % ${runLength}) segmentEnd = s + (${runLength} - ${at} % ${runLength});`);
+      // element of the input, and how far into its run of `inner` outputs
+      const along = `along${p.local}`;
+      setup.push(`unsigned ${element} = (first + workBegin) / ${runLength} % ${period}, ${along} = (first + workBegin) % ${runLength};`);
+      segment.push(`const ${p.type} ${p.local} = ${p.field}[${element} - ${p.field}From];`);
+      segment.push(`if (segmentEnd - s > ${runLength} - ${along}) segmentEnd = s + (${runLength} - ${along});`);
+      advance.push(`if ((${along} += segmentEnd - s) == ${runLength}) {`, `  ${along} = 0;`, `  if (++${element} == ${period}) ${element} = 0;`, '}');
     } else {
-      segment.push(`const unsigned ${at} = (first + s) % ${period};`);
-      segment.push(`if (segmentEnd - s > ${period} - ${at}) segmentEnd = s + (${period} - ${at});`);
+      setup.push(`unsigned ${element} = (first + workBegin) % ${period};`);
+      segment.push(`if (segmentEnd - s > ${period} - ${element}) segmentEnd = s + (${period} - ${element});`);
       // through a pointer: the vectoriser does not follow the index arithmetic
-      segment.push(`const ${p.type} *${p.local}Run = &${p.field}[${at} - ${p.field}From];`);
+      segment.push(`const ${p.type} *${p.local}Run = &${p.field}[${element} - ${p.field}From];`);
       inner.push(`const ${p.type} ${p.local} = ${p.local}Run[i - s];`);
+      advance.push(`if ((${element} += segmentEnd - s) == ${period}) ${element} = 0;`);
     }
   }
   return [
     ...loop.slice(0, 2),
+    ...setup,
     'for (unsigned s = workBegin; s < workEnd;) {',
     ...segment.map((l) => `  ${l}`),
     // a std::size_t index: the vectoriser cannot tell an unsigned one, widened for the address,
@@ -323,6 +332,7 @@ function segmentedWorkerLoop(types: readonly string[], n: string, periodic: read
     '  for (std::size_t i = s; i < segmentEnd; ++i) {',
     ...[...inner, ...body].map((l) => `    ${l}`),
     '  }',
+    ...advance.map((l) => `  ${l}`),
     '  s = segmentEnd;',
     '}',
   ];
