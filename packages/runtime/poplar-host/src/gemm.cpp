@@ -1,8 +1,9 @@
 // The float matrix product behind poplin (see gemm.hpp): B is packed into panels of NR columns,
 // block by block (KC x NC of B, MC rows of A at a time, sized for the caches), and a
 // micro-kernel keeps an MR x NR block of C in vector registers while it runs along the KC
-// products, reading MR rows of A where they lie. C is stored between KC blocks and reloaded, exactly, so each element
-// still sums its products in order p = 0, 1, ...: the result is that of the plain loop.
+// products, reading MR rows of A where they lie. C is stored between KC blocks and reloaded,
+// exactly, so each element still sums its products in order p = 0, 1, ...: the result is that
+// of the plain loop.
 #include "gemm.hpp"
 
 #include <algorithm>
