@@ -11,6 +11,7 @@
 #include "convkernel.hpp"
 
 #include "gemm.hpp"
+#include "simd8.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -280,6 +281,53 @@ PackB unfoldChannelsLast(const ConvGeometry &g, const float *xt) {
 std::size_t readRows(const ConvGeometry::Plain2D &q) { return (q.OH - 1) * q.strideH + q.KH; }
 std::size_t readCols(const ConvGeometry::Plain2D &q) { return (q.OW - 1) * q.strideW + q.KW; }
 
+/// dst[r * dstRow + s * channels + c] = src[c * plane + r * srcRow + s] for rows r < rows and
+/// columns s < cols: channels-last. With AVX2, eight channels by eight columns at a time through
+/// a transpose (a store per element, strided by the channels, was most of the weight deltas' own
+/// time); without it, element by element (the eight-float shuffles would go through memory).
+template <bool Blocks>
+__attribute__((always_inline)) inline void channelsLastBody(const float *src, std::size_t plane, std::size_t channels,
+                                                            std::size_t rows, std::size_t cols, std::size_t srcRow,
+                                                            float *dst, std::size_t dstRow) {
+  using simd8::V8;
+  constexpr std::size_t B = 8;
+  for (std::size_t r = 0; r < rows; ++r) {
+    float *out = dst + r * dstRow;
+    std::size_t c0 = 0;
+    for (; Blocks && c0 + B <= channels; c0 += B) {
+      const float *in = src + c0 * plane + r * srcRow;
+      std::size_t s0 = 0;
+      for (; s0 + B <= cols; s0 += B) {
+        V8 v[B], t[B];
+#pragma GCC unroll 8
+        for (std::size_t j = 0; j < B; ++j) std::memcpy(&v[j], in + j * plane + s0, sizeof(V8));
+        simd8::transpose8(v, t);
+#pragma GCC unroll 8
+        for (std::size_t i = 0; i < B; ++i) std::memcpy(out + (s0 + i) * channels + c0, &t[i], sizeof(V8));
+      }
+      for (; s0 < cols; ++s0)
+        for (std::size_t j = 0; j < B; ++j) out[s0 * channels + c0 + j] = in[j * plane + s0];
+    }
+    for (; c0 < channels; ++c0)
+      for (std::size_t s = 0; s < cols; ++s) out[s * channels + c0] = src[c0 * plane + r * srcRow + s];
+  }
+}
+
+__attribute__((target("avx2"))) void channelsLastAvx2(const float *src, std::size_t plane, std::size_t channels,
+                                                      std::size_t rows, std::size_t cols, std::size_t srcRow,
+                                                      float *dst, std::size_t dstRow) {
+  channelsLastBody<true>(src, plane, channels, rows, cols, srcRow, dst, dstRow);
+}
+
+void toChannelsLast(const float *src, std::size_t plane, std::size_t channels, std::size_t rows, std::size_t cols,
+                    std::size_t srcRow, float *dst, std::size_t dstRow) {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return channelsLastAvx2(src, plane, channels, rows, cols, srcRow, dst, dstRow);
+#endif
+  channelsLastBody<false>(src, plane, channels, rows, cols, srcRow, dst, dstRow);
+}
+
 /// The same unfolded inputs of a Plain2D convolution from the group's inputs zero-padded and
 /// channels-last ([image][row < Hr][col < Wr][channel]): the columns (kh, kw, c) for one kh are
 /// KW * Ci consecutive floats, so a row of the matrix is KH copies with no table and no padding
@@ -333,19 +381,15 @@ void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, flo
       for (std::size_t n = 0; n < g.N; ++n)
         std::memcpy(zm + o * rows + n * g.outN, dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN, g.outN * sizeof(float));
     // the group's inputs channels-last, so the channels one kernel position reads lie side by side
-    for (std::size_t n = 0; n < g.N; ++n)
-      for (std::size_t c = 0; c < g.Ci; ++c) {
-        const float *src = x + ((n * g.G + grp) * g.Ci + c) * g.inN;
-        if (!padded) {
-          float *dst = xt + n * g.inN * g.Ci + c;
-          for (std::size_t i = 0; i < g.inN; ++i) dst[i * g.Ci] = src[i];
-          continue;
-        }
-        for (std::size_t r = 0; r < rowsIn; ++r) {
-          float *dst = xt + ((n * Hr + r + q.padTop) * Wr + q.padLeft) * g.Ci + c;
-          for (std::size_t s = 0; s < colsIn; ++s) dst[s * g.Ci] = src[r * q.W + s];
-        }
+    for (std::size_t n = 0; n < g.N; ++n) {
+      const float *src = x + (n * g.G + grp) * g.Ci * g.inN;
+      if (!padded) {
+        toChannelsLast(src, g.inN, g.Ci, 1, g.inN, 0, xt + n * g.inN * g.Ci, 0);
+        continue;
       }
+      toChannelsLast(src, g.inN, g.Ci, rowsIn, colsIn, q.W, xt + ((n * Hr + q.padTop) * Wr + q.padLeft) * g.Ci,
+                     Wr * g.Ci);
+    }
     if (rows == 0) std::fill(prod, prod + g.Co * depth, 0.0f);
     else gemmF32(g.Co, depth, rows, zm, rows, unfold, prod, depth);
     for (std::size_t o = 0; o < g.Co; ++o)

@@ -5,6 +5,8 @@
 // each row are loaded as vectors and transposed, so again one vector step advances all eight.
 #include "reducekernel.hpp"
 
+#include "simd8.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -15,8 +17,8 @@
 namespace poplar_host {
 namespace {
 
-typedef float V8 __attribute__((vector_size(32)));
-typedef int I8 __attribute__((vector_size(32)));
+using simd8::V8;
+using simd8::transpose8;
 constexpr std::size_t B = 8;
 
 // (vectors by reference: inlined anyway, and no 32-byte vector crosses a call without AVX)
@@ -42,28 +44,6 @@ template <ReduceStep S> constexpr float startOf() {
          : S == ReduceStep::Max ? -__builtin_inff()
          : S == ReduceStep::Min ? __builtin_inff()
                                 : 0.0f;
-}
-
-/// r[j][q] -> t[q][j] for an 8 x 8 block.
-__attribute__((always_inline)) inline void transpose8(const V8 (&r)[B], V8 (&t)[B]) {
-  V8 u[B], w[B];
-#pragma GCC unroll 4
-  for (std::size_t k = 0; k < B; k += 2) {
-    u[k] = __builtin_shuffle(r[k], r[k + 1], I8{0, 8, 1, 9, 4, 12, 5, 13});
-    u[k + 1] = __builtin_shuffle(r[k], r[k + 1], I8{2, 10, 3, 11, 6, 14, 7, 15});
-  }
-#pragma GCC unroll 2
-  for (std::size_t k = 0; k < B; k += 4) {
-    w[k] = __builtin_shuffle(u[k], u[k + 2], I8{0, 1, 8, 9, 4, 5, 12, 13});
-    w[k + 1] = __builtin_shuffle(u[k], u[k + 2], I8{2, 3, 10, 11, 6, 7, 14, 15});
-    w[k + 2] = __builtin_shuffle(u[k + 1], u[k + 3], I8{0, 1, 8, 9, 4, 5, 12, 13});
-    w[k + 3] = __builtin_shuffle(u[k + 1], u[k + 3], I8{2, 3, 10, 11, 6, 7, 14, 15});
-  }
-#pragma GCC unroll 4
-  for (std::size_t k = 0; k < 4; ++k) {
-    t[k] = __builtin_shuffle(w[k], w[k + 4], I8{0, 1, 2, 3, 8, 9, 10, 11});
-    t[k + 4] = __builtin_shuffle(w[k], w[k + 4], I8{4, 5, 6, 7, 12, 13, 14, 15});
-  }
 }
 
 /// G groups of eight outputs whose inputs are eight separate rows each (rows[g * 8 + j]): eight

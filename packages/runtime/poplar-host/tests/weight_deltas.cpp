@@ -131,6 +131,10 @@ int main() {
       {3, 1, 2, 2, 10, 11, 2, 2, 0, 1, 1, 0, 1, 1, 3, 3},
       {2, 3, 2, 3, 5, 6, 3, 3, 2, 2, 3, 1, 1, 1, 2, 1},
       {2, 1, 20, 3, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2},
+      // channels-last copies eight channels by eight columns at a time, and the rest one by one
+      {2, 2, 11, 3, 9, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 1, 16, 2, 8, 16, 3, 3, 0, 1, 2, 1, 1, 1, 2, 1},
+      {2, 1, 9, 2, 3, 17, 2, 2, 1, 0, 1, 1, 2, 1, 1, 1},   // input dilation: the table path's copy
   };
   for (std::size_t i = 0; i < convs.size(); ++i) {
     const auto &c = convs[i];
