@@ -46,8 +46,8 @@ function geometryLines(g: Geometry): string[] {
     `    const int KER[R] = ${cArray(g.kernel)}, S[R] = ${cArray(g.strides)}, D[R] = ${cArray(g.dilations)};`,
     `    const int PB[R] = ${cArray(g.pads.slice(0, rank))}, PE[R] = ${cArray(g.pads.slice(rank))};`,
     `    const int IN_N = ${numElements(g.input)}, OUT_N = ${numElements(g.output)};`,
-    '    (void)PE;',
-    '    (void)OUT_N;',
+    '    // not every vertex reads every size',
+    '    (void)IN, (void)OUT, (void)KER, (void)S, (void)D, (void)PB, (void)PE, (void)IN_N, (void)OUT_N;',
   ];
 }
 
