@@ -18,7 +18,8 @@
 #include <cstdlib>
 #include <cstring>
 
-// a fused multiply-add would skip the product's rounding, which the numerics keep
+// every product is added with one explicit fused multiply-add (std::fma here, gemm.cpp's kernels);
+// nothing else may be contracted
 #pragma GCC optimize("fp-contract=off")
 
 namespace poplar_host {
@@ -45,7 +46,7 @@ void convolutionDirect(const ConvGeometry &g, const float *x, const float *w, fl
             const float wv = w[weightIndex(g, grp, o, c) + static_cast<std::size_t>(g.kernelPos[k])];
             const long *row = g.inputAt[k].data();
             for (std::size_t j = 0; j < g.outN; ++j)
-              if (row[j] >= 0) acc[j] += xc[row[j]] * wv;
+              if (row[j] >= 0) acc[j] = std::fma(xc[row[j]], wv, acc[j]);
           }
         }
       }
@@ -247,7 +248,7 @@ void weightDeltasDirect(const ConvGeometry &g, const float *dy, const float *x, 
             const float *xc = x + (n * g.G * g.Ci + grp * g.Ci + c) * g.inN;
             const float *zc = dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN;
             for (std::size_t j = 0; j < g.outN; ++j)
-              if (row[j] >= 0) acc += zc[j] * xc[row[j]];
+              if (row[j] >= 0) acc = std::fma(zc[j], xc[row[j]], acc);
           }
           dw[((grp * g.Co + o) * g.Ci + c) * g.kN + static_cast<std::size_t>(g.kernelPos[k])] = acc;
         }

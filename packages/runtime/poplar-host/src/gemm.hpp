@@ -13,9 +13,9 @@ namespace poplar_host {
 /// C[i][j] = sum over p of A[i][p] * B[p][j] for an m x k A (row stride lda), a k x n B (row
 /// stride ldb) and an m x n C (row stride ldc), all row-major floats. Every element is summed
 /// as the README's numerics describe: starting from +0, adding the products in order
-/// p = 0, 1, ..., k - 1, each product rounded to float and then the sum (never a fused
-/// multiply-add), so the result is bit for bit that of the plain loop. Cache-blocked, with a
-/// register-tiled inner kernel that uses AVX2 when the CPU has it.
+/// p = 0, 1, ..., k - 1, each with one fused multiply-add (s = fma(a, b, s)), so the result is
+/// bit for bit that of the plain loop. Cache-blocked, with a register-tiled inner kernel that
+/// uses AVX-512, or AVX2 with FMA, when the CPU has them.
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
              std::size_t ldb, float *C, std::size_t ldc);
 

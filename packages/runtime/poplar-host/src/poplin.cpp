@@ -12,6 +12,7 @@
 #include <poputil/exceptions.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -78,10 +79,10 @@ bool halfPartials(const poplar::OptionFlags &o, const poplar::Type &outputType) 
 using poplar_host::allFiniteF32;
 
 /// Sums of products in the partials type: each step adds one product to the running sum and
-/// rounds the result once. Float partials are float32 arithmetic (the product rounded to float,
-/// then the sum; a product of halves is exact in float); half partials round each sum to half
-/// under the tile's floating-point mode (stochastically with esr). Operands are values of the
-/// input type held in doubles.
+/// rounds the result once. Float partials are float32 fused multiply-adds (a product of halves
+/// is exact in float, so there it is the same as rounding the product first); half partials
+/// round each sum to half under the tile's floating-point mode (stochastically with esr).
+/// Operands are values of the input type held in doubles.
 class PartialSums {
 public:
   PartialSums(bool half, poplar_host::Rounder &r) : half_(half), r_(r) {}
@@ -89,7 +90,7 @@ public:
   /// Sum number k of output element e.
   double add(double acc, double a, double b, std::uint64_t e, std::uint64_t k) {
     if (half_) return r_.toHalf(acc + a * b, e, k); // the exact sum, rounded once
-    return static_cast<double>(static_cast<float>(acc) + static_cast<float>(a) * static_cast<float>(b));
+    return static_cast<double>(std::fma(static_cast<float>(a), static_cast<float>(b), static_cast<float>(acc)));
   }
   /// Flags for the finished sums: a NaN comes from a NaN operand or an invalid operation;
   /// in float, an infinity from finite operands is an overflow (half overflows were flagged

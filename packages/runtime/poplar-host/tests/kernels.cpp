@@ -1,6 +1,6 @@
 // The blocked float kernels behind matMul, matMulGrouped, matMulAcc and convolution, bit for bit
 // against the plain loops of the documented numerics (float partials: each output starts from
-// +0 and adds its products in order, the product rounded to float, then the sum): K = 1, sizes
+// +0 and adds its products in order, each with one fused multiply-add): K = 1, sizes
 // that are not multiples of the kernel's register and cache blocks, groups, half operands, and
 // convolutions with padding, strides, dilations, flips, transposeAndFlipWeights, one image or
 // several images a product (unfolded, or read from padded and phase images), 3-D and 1-D fields,
@@ -17,12 +17,14 @@
 #include "bit_cases.hpp"
 #include "check.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
 
-// the reference sums round every product, as the kernels do
+// the reference sums add each product with std::fma (one rounding), as the kernels do; nothing
+// else here may be contracted
 #pragma GCC optimize("fp-contract=off")
 
 using namespace poplar;
@@ -43,8 +45,7 @@ std::vector<float> refMatMul(std::size_t G, std::size_t m, std::size_t k, std::s
       for (std::size_t j = 0; j < n; ++j) {
         float acc = 0.0f;
         for (std::size_t p = 0; p < k; ++p) {
-          const float prod = a[(g * m + i) * k + p] * b[(g * k + p) * n + j];
-          acc += prod;
+          acc = std::fma(a[(g * m + i) * k + p], b[(g * k + p) * n + j], acc);
         }
         c[(g * m + i) * n + j] = acc;
       }
@@ -102,8 +103,7 @@ struct Conv {
                     if (sy < 0 || sx < 0) continue;
                     const float wv = transposed ? w[(((g * Ci + c) * Co + o) * KH + ki) * KW + kj]
                                                 : w[(((g * Co + o) * Ci + c) * KH + ki) * KW + kj];
-                    const float prod = in[(((n * G + g) * Ci + c) * H + std::size_t(sy)) * W + std::size_t(sx)] * wv;
-                    acc += prod;
+                    acc = std::fma(in[(((n * G + g) * Ci + c) * H + std::size_t(sy)) * W + std::size_t(sx)], wv, acc);
                   }
               out[(((n * G + g) * Co + o) * OH + y) * OW + z] = acc;
             }
@@ -259,8 +259,7 @@ int main() {
                   at = at * long(c.field[d]) + q;
                 }
                 if (!inside) continue;
-                const float prod = x[((n * c.G + g) * c.Ci + ch) * inN + std::size_t(at)] * w[((g * c.Co + o) * c.Ci + ch) * kN + k];
-                acc += prod;
+                acc = std::fma(x[((n * c.G + g) * c.Ci + ch) * inN + std::size_t(at)], w[((g * c.Co + o) * c.Ci + ch) * kN + k], acc);
               }
             ref[((n * c.G + g) * c.Co + o) * outN + j] = acc;
           }

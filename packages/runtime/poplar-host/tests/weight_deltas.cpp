@@ -1,6 +1,6 @@
 // poplin::calculateWeightDeltas from the forward ConvParams, bit for bit against a plain loop of
 // the documented numerics (float partials: each delta starts from +0 and adds its products in
-// order of sample, then output position, the product rounded to float and then the sum; taps
+// order of sample, then output position, each with one fused multiply-add; taps
 // on padding add nothing): padding (asymmetric, and whole windows in it), strides, input and
 // kernel dilation, groups, a batch whose unfolded inputs take several passes, inputs packed
 // from zero-padded copies, a non-finite gradient next to padding, non-finite inputs; half
@@ -19,12 +19,14 @@
 #include "bit_cases.hpp"
 #include "check.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
 
-// the reference sums round every product, as the kernels do
+// the reference sums add each product with std::fma (one rounding), as the kernels do; nothing
+// else here may be contracted
 #pragma GCC optimize("fp-contract=off")
 
 using namespace poplar;
@@ -86,9 +88,8 @@ struct Conv {
                     const long sy = source(long(y * strideH + i * kDil), padT, inDil, H);
                     const long sx = source(long(z * strideW + j * kDil), padL, inDil, W);
                     if (sy < 0 || sx < 0) continue;
-                    const float prod = dy[(((n * G + g) * Co + o) * OH + y) * OW + z] *
-                                       in[(((n * G + g) * Ci + c) * H + std::size_t(sy)) * W + std::size_t(sx)];
-                    acc += prod;
+                    acc = std::fma(dy[(((n * G + g) * Co + o) * OH + y) * OW + z],
+                                   in[(((n * G + g) * Ci + c) * H + std::size_t(sy)) * W + std::size_t(sx)], acc);
                   }
               dw[(((g * Co + o) * Ci + c) * KH + i) * KW + j] = acc;
             }
