@@ -282,9 +282,10 @@ export class CompiledBackend implements Backend {
     return new ProcessReplicasBackend(b, d, module.replicationFactor);
   }
 
-  private *command(parts: Uint8Array[], what: string, onFeed?: FeedListener, onCall?: HostCallListener): Waiting<{ sizes: number[]; payload: Uint8Array }> {
+  /** Sends a command; `owned`: the parts were made for it and are not used again (see requestSteps). */
+  private *command(parts: Uint8Array[], what: string, onFeed?: FeedListener, onCall?: HostCallListener, owned = false): Waiting<{ sizes: number[]; payload: Uint8Array }> {
     try {
-      return yield* this.proc.requestSteps(parts, this.timeoutMs, onFeed, onCall);
+      return yield* this.proc.requestSteps(parts, this.timeoutMs, onFeed, onCall, owned);
     } catch (e) {
       asDiagnostic(e, `the compiled program failed while ${what}`);
     }
@@ -371,7 +372,8 @@ export class CompiledBackend implements Backend {
       };
     }
     const cpuCalls = new CpuCallAnswers(this.plan.hostFunctions ?? [], R);
-    const answer = yield* this.command([encoder.encode(line.trimEnd() + '\n'), ...payloads], 'running a step', onFeed, cpuCalls.listener);
+    // the command line and the joined payloads are new buffers of this run's own
+    const answer = yield* this.command([encoder.encode(line.trimEnd() + '\n'), ...payloads], 'running a step', onFeed, cpuCalls.listener, true);
     cpuCalls.finish();
     if (answer.sizes.length !== this.plan.outputs.length) {
       throw new DiagnosticError(error(`the executable returned ${answer.sizes.length} streams but the plan has ${this.plan.outputs.length}`));

@@ -167,8 +167,11 @@ if (workerData.mode === 'jobs') {
   child.stdin.on('error', () => {});
   child.on('error', (e) => { stderr += String(e && e.message || e); });
   child.stderr.on('data', (d) => { stderr = keepTail(stderr + d); });
+  // bytes the message being received needs in all (-1: not known yet), so that a large answer is
+  // joined once it has all come rather than again at every chunk of the pipe
+  let need = -1;
   const parse = () => {
-    if (!pending || size === 0) return;
+    if (!pending || size === 0 || size < need) return;
     const buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
     chunks = [buf];
     const nl = buf.indexOf(10);
@@ -183,7 +186,8 @@ if (workerData.mode === 'jobs') {
     if (!nums.every((x) => Number.isSafeInteger(x) && x >= 0)) { protocolError(); return; }
     // the payload after the line, once all of it has come: sent on in 'message', then the rest parsed
     const take = (n, message) => {
-      if (buf.length < nl + 1 + n) return;
+      if (buf.length < nl + 1 + n) { need = nl + 1 + n; return; }
+      need = -1;
       const payload = new Uint8Array(n);
       payload.set(buf.subarray(nl + 1, nl + 1 + n));
       const rest = buf.subarray(nl + 1 + n);
@@ -210,7 +214,8 @@ if (workerData.mode === 'jobs') {
   parentPort.on('message', (req) => {
     if (closed) { post({ type: 'closed', code: null, signal: null, stderr, pending: true }); return; }
     pending = req.expectAnswer;
-    for (const part of req.parts) child.stdin.write(Buffer.from(part));
+    // the parts were transferred to this thread: written from where they lie, not copied again
+    for (const part of req.parts) child.stdin.write(Buffer.from(part.buffer, part.byteOffset, part.byteLength));
     if (req.end) child.stdin.end();
     parse();
   });
@@ -343,6 +348,16 @@ let exitHook = false;
  * deadline) for its answer; requestSteps() is the same for driveAsync. One request at a time. The
  * child is killed on timeouts and when this process exits.
  */
+/** The parts as buffers to transfer: those that are a whole buffer, once, as they are; copies of the rest. */
+function handOver(parts: readonly Uint8Array[]): Uint8Array<ArrayBuffer>[] {
+  const seen = new Set<ArrayBufferLike>();
+  return parts.map((p) => {
+    const whole = p.byteOffset === 0 && p.byteLength === p.buffer.byteLength && p.buffer instanceof ArrayBuffer && !seen.has(p.buffer);
+    seen.add(p.buffer);
+    return whole ? (p as Uint8Array<ArrayBuffer>) : p.slice();
+  });
+}
+
 export class SyncProcess {
   private readonly ch: Channel;
   private closed = false;
@@ -379,11 +394,16 @@ export class SyncProcess {
     return driveSync(this.requestSteps(parts, timeoutMs));
   }
 
-  /** request() as Waiting work. Abandoned while it waits (an error thrown in), it kills the child, whose state is then unknown. */
-  *requestSteps(parts: readonly Uint8Array[], timeoutMs: number, onFeed?: FeedListener, onCall?: HostCallListener): Waiting<{ sizes: number[]; payload: Uint8Array }> {
+  /**
+   * request() as Waiting work. Abandoned while it waits (an error thrown in), it kills the child,
+   * whose state is then unknown. The parts are copied for the worker that writes them, unless
+   * `owned` says the caller made them for this request and does not touch them again: then each
+   * part that is a whole buffer of its own is handed over as it is (a run's megabytes of inputs).
+   */
+  *requestSteps(parts: readonly Uint8Array[], timeoutMs: number, onFeed?: FeedListener, onCall?: HostCallListener, owned = false): Waiting<{ sizes: number[]; payload: Uint8Array }> {
     if (this.closed) throw new ChildProcessError('the executable is no longer running', this.stderrTail, null);
     if (this.waiting) throw new Error('internal error: a request to the executable was made while another one waits for its answer');
-    const copies = parts.map((p) => p.slice());
+    const copies = owned ? handOver(parts) : parts.map((p) => p.slice());
     this.ch.worker.postMessage({ parts: copies, expectAnswer: true }, copies.map((c) => c.buffer));
     let deadline = Date.now() + timeoutMs;
     let m: Record<string, unknown> | undefined;
