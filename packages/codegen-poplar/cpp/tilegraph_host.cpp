@@ -42,14 +42,16 @@ void connectPeriodic(poplar::Graph &g, poplar::VertexRef v, const RegionField &f
   const std::size_t from = wraps ? 0 : firstRun % f.periodSize, to = wraps ? f.periodSize : lastRun % f.periodSize + 1;
   g.connect(v[f.name], f.t.slice(from, to));
   g.setInitialValue(v[std::string(f.name) + "From"], unsigned(from));
+  // where the vertex's first output is in the period, so its workers divide only to cross a run
+  g.setInitialValue(v[std::string(f.name) + "At"], unsigned(firstRun % f.periodSize));
+  if (f.periodInner > 1) g.setInitialValue(v[std::string(f.name) + "Along"], unsigned(b % f.periodInner));
   g.setInitialValue(v[std::string(f.name) + "Inner"], unsigned(f.periodInner));
   g.setInitialValue(v[std::string(f.name) + "Size"], unsigned(f.periodSize));
 }
 } // namespace
 
 void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const char *vertex,
-                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement,
-                       const char *firstField) {
+                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement) {
   forEachRegion(g, over, [&](unsigned tile, std::size_t b, std::size_t e) {
     poplar::VertexRef v = g.addVertex(cs, vertex);
     for (const RegionField &f : fields) {
@@ -60,7 +62,6 @@ void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const cha
       g.connect(v[f.name], f.whole ? f.t : f.t.slice(b, e));
       if (f.mapHere) g.setTileMapping(f.t.slice(b, e), tile);
     }
-    if (firstField) g.setInitialValue(v[firstField], unsigned(b));
     g.setTileMapping(v, tile);
     setCycles(g, v, e - b, cyclesPerElement);
   });

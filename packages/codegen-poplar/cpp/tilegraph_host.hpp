@@ -139,12 +139,12 @@ struct RegionField {
 };
 
 // The element-wise pattern: one vertex of class `vertex` per contiguous region of flat tensor
-// `over` on each tile, on that tile, with setCycles' estimate for cyclesPerElement; with
-// `firstField`, that unsigned member of each vertex is set to its region's first element.
+// `over` on each tile, on that tile, with setCycles' estimate for cyclesPerElement; a field with a
+// period (periodInner, periodSize) is connected to the part of its input the region reads, and
+// its From, At (and with periodInner > 1, Along) members say where that is.
 // (A function of the library rather than a loop in each program: generated programs compile faster.)
 void addRegionVertices(poplar::Graph &g, const poplar::ComputeSet &cs, const char *vertex,
-                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement,
-                       const char *firstField = nullptr);
+                       const poplar::Tensor &over, std::initializer_list<RegionField> fields, unsigned cyclesPerElement);
 
 // A state or input tensor as a program's declare() lists it: spread linearly over the tiles of
 // its IPU from tile `offset` on, in 8-byte grains and at least 128 bytes a tile (the generator's

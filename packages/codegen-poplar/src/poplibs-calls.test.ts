@@ -147,11 +147,15 @@ describe('broadcast inputs that repeat along the output are connected as the ele
     const { host, codelets } = generated((b) => {
       b.output('y', b.op('mul', [b.input('x', 'float32', [2, 3, 4, 4]), b.input('s', 'float32', [3, 1, 1])]));
     });
-    expect(host).toMatch(/addRegionVertices\(.*\{"in1", f\d+, false, false, 16, 3\}.*, "first"\);/);
+    expect(host).toMatch(/addRegionVertices\(.*\{"in1", f\d+, false, false, 16, 3\}.*\);/);
     expect(host).not.toContain('broadcastTo(');
     expect(codelets).toContain('unsigned in1From;');
-    // where the worker starts is divided out once; each segment reads its element and advances
-    expect(codelets).toContain('unsigned atx1 = (first + workBegin) / in1Inner % in1Size, alongx1 = (first + workBegin) % in1Inner;');
+    expect(codelets).not.toContain('unsigned first;');
+    // a worker starts from where the vertex starts, dividing only to cross a run or the period;
+    // each segment reads its element and advances
+    expect(codelets).toContain('unsigned alongx1 = in1Along + workBegin, atx1 = in1At;');
+    expect(codelets).toContain('if (alongx1 >= in1Inner) {');
+    expect(codelets).toContain('if (atx1 >= in1Size) atx1 %= in1Size;');
     expect(codelets).toContain('const T x1 = in1[atx1 - in1From];');
     expect(codelets).toContain('if (++atx1 == in1Size) atx1 = 0;');
   });

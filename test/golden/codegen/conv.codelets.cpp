@@ -270,8 +270,9 @@ class Fused0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
-  unsigned first;
   unsigned in1From;
+  unsigned in1At;
+  unsigned in1Along;
   unsigned in1Inner;
   unsigned in1Size;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
@@ -280,7 +281,12 @@ public:
     const unsigned n = out0.size();
     const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
     const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
-    unsigned atx1 = (first + workBegin) / in1Inner % in1Size, alongx1 = (first + workBegin) % in1Inner;
+    unsigned alongx1 = in1Along + workBegin, atx1 = in1At;
+    if (alongx1 >= in1Inner) {
+      atx1 += alongx1 / in1Inner;
+      alongx1 %= in1Inner;
+    }
+    if (atx1 >= in1Size) atx1 %= in1Size;
     for (unsigned s = workBegin; s < workEnd;) {
       unsigned segmentEnd = workEnd;
       const T x1 = in1[atx1 - in1From];

@@ -100,7 +100,7 @@ poplar::program::Sequence graph_stepBuild(Device &d) {
   poplar::Tensor f4 = d.state[1].reshape({1, 4, 1, 1}).flatten();
   poplar::Tensor f5 = t3.flatten();
   poplar::ComputeSet cs0 = d.graph.addComputeSet("conv_bias");
-  addRegionVertices(d.ipu[0], cs0, "tg::Fused0<float>", f5, {{"in0", f3}, {"in1", f4, false, false, 36, 4}, {"out0", f5}}, 1, "first");
+  addRegionVertices(d.ipu[0], cs0, "tg::Fused0<float>", f5, {{"in0", f3}, {"in1", f4, false, false, 36, 4}, {"out0", f5}}, 1);
   // fused: %4=relu  conv.tg:4:5
   poplar::Tensor t4 = d.ipu[0].clone(poplar::FLOAT, t3, "relu%4");
   poplar::Tensor f6 = t3.flatten();

@@ -144,8 +144,8 @@ class Fused0 : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<T>> in0;
   poplar::Input<poplar::Vector<T>> in1;
-  unsigned first;
   unsigned in1From;
+  unsigned in1At;
   unsigned in1Inner;
   unsigned in1Size;
   poplar::Output<poplar::Vector<T, poplar::VectorLayout::SPAN, 4>> out0;
@@ -154,7 +154,8 @@ public:
     const unsigned n = out0.size();
     const unsigned workBegin = tg::workerBegin(n, tg::wordChunk<T>(), workerId, numWorkers());
     const unsigned workEnd = tg::workerBegin(n, tg::wordChunk<T>(), workerId + 1, numWorkers());
-    unsigned atx1 = (first + workBegin) % in1Size;
+    unsigned atx1 = in1At + workBegin;
+    if (atx1 >= in1Size) atx1 %= in1Size;
     for (unsigned s = workBegin; s < workEnd;) {
       unsigned segmentEnd = workEnd;
       if (segmentEnd - s > in1Size - atx1) segmentEnd = s + (in1Size - atx1);

@@ -96,7 +96,7 @@ poplar::program::Sequence graph_forwardBuild(Device &d) {
   poplar::Tensor f4 = d.state[1].flatten();
   poplar::Tensor f5 = t6.flatten();
   poplar::ComputeSet cs0 = d.graph.addComputeSet("fused_add");
-  addRegionVertices(d.ipu[0], cs0, "tg::Fused0<float>", f5, {{"in0", f3}, {"in1", f4, false, false, 1, 16}, {"out0", f5}}, 2, "first");
+  addRegionVertices(d.ipu[0], cs0, "tg::Fused0<float>", f5, {{"in0", f3}, {"in1", f4, false, false, 1, 16}, {"out0", f5}}, 2);
   prog.add(poplar::program::Execute(cs0));
   // %7 = matmul(%6, %3)  mlp.tg:6:7
   poplar::Tensor a6 = t6;

@@ -289,12 +289,14 @@ interface PeriodicInput {
 }
 
 /**
- * workerLoop for a vertex with periodic inputs (the vertex's first element is `first` of the flat
- * output; field inJ holds the input's elements from inJFrom on): each worker's run is cut into
- * segments in which every periodic input either stays on one element (inner > 1) or runs along
- * its elements (inner 1), so the loop over a segment reads like the one over plain vector inputs.
- * Where a worker starts in each period is worked out once (a division or two); segment by segment
- * it only advances (a tile has no integer divide, and on the host they are slow too).
+ * workerLoop for a vertex with periodic inputs (field inJ holds the input's elements from inJFrom
+ * on; at the vertex's first output the input is at element inJAt, inJAlong outputs into its run
+ * when inner > 1): each worker's run is cut into segments in which every periodic input either
+ * stays on one element (inner > 1) or runs along its elements (inner 1), so the loop over a
+ * segment reads like the one over plain vector inputs. Where a worker starts is the vertex's
+ * start moved on by workBegin, divided only when that crosses a run or the period (a tile has no
+ * integer divide, and on the host it is slow too: small vertices were mostly that); segment by
+ * segment it only advances.
  */
 function segmentedWorkerLoop(types: readonly string[], n: string, periodic: readonly PeriodicInput[], body: readonly string[]): string[] {
   const loop = workerLoop(types, n, []);
@@ -309,12 +311,19 @@ function segmentedWorkerLoop(types: readonly string[], n: string, periodic: read
     if (p.inner > 1) {
       // element of the input, and how far into its run of `inner` outputs
       const along = `along${p.local}`;
-      setup.push(`unsigned ${element} = (first + workBegin) / ${runLength} % ${period}, ${along} = (first + workBegin) % ${runLength};`);
+      setup.push(
+        `unsigned ${along} = ${p.field}Along + workBegin, ${element} = ${p.field}At;`,
+        `if (${along} >= ${runLength}) {`,
+        `  ${element} += ${along} / ${runLength};`,
+        `  ${along} %= ${runLength};`,
+        '}',
+        `if (${element} >= ${period}) ${element} %= ${period};`,
+      );
       segment.push(`const ${p.type} ${p.local} = ${p.field}[${element} - ${p.field}From];`);
       segment.push(`if (segmentEnd - s > ${runLength} - ${along}) segmentEnd = s + (${runLength} - ${along});`);
       advance.push(`if ((${along} += segmentEnd - s) == ${runLength}) {`, `  ${along} = 0;`, `  if (++${element} == ${period}) ${element} = 0;`, '}');
     } else {
-      setup.push(`unsigned ${element} = (first + workBegin) % ${period};`);
+      setup.push(`unsigned ${element} = ${p.field}At + workBegin;`, `if (${element} >= ${period}) ${element} %= ${period};`);
       segment.push(`if (segmentEnd - s > ${period} - ${element}) segmentEnd = s + (${period} - ${element});`);
       // through a pointer: the vectoriser does not follow the index arithmetic
       segment.push(`const ${p.type} *${p.local}Run = &${p.field}[${element} - ${p.field}From];`);
@@ -375,7 +384,15 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       connections.push({ field: `in${j}`, expr: inp.tensor!(), scalar: false, ...(period ? { period } : {}) });
     }
   });
-  if (periodic.length) fields.push('  unsigned first;', ...periodic.flatMap((p) => [`  unsigned ${p.field}From;`, `  unsigned ${p.field}Inner;`, `  unsigned ${p.field}Size;`]));
+  fields.push(
+    ...periodic.flatMap((p) => [
+      `  unsigned ${p.field}From;`,
+      `  unsigned ${p.field}At;`,
+      ...(p.inner > 1 ? [`  unsigned ${p.field}Along;`] : []),
+      `  unsigned ${p.field}Inner;`,
+      `  unsigned ${p.field}Size;`,
+    ]),
+  );
   const nodeExprs: string[] = [];
   spec.nodes.forEach((nd, k) => {
     const args = nd.args.map((a) => ('node' in a ? nodeExprs[a.node]! : inputExprs[a.input]!));
@@ -433,8 +450,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     ),
     ...outFlat.map((f, m) => (spec.outputs[m]!.mapHere ? `{"out${m}", ${f}, false, true}` : `{"out${m}", ${f}}`)),
   ];
-  const firstField = periodic.length ? ', "first"' : '';
-  e.emit(`addRegionVertices(${g}, ${cs}, "${vertex}", ${outFlat[0]!}, {${connected.join(', ')}}, ${Math.max(1, spec.nodes.length)}${firstField});`);
+  e.emit(`addRegionVertices(${g}, ${cs}, "${vertex}", ${outFlat[0]!}, {${connected.join(', ')}}, ${Math.max(1, spec.nodes.length)});`);
   e.execute(cs);
   // the vertices sit on the tiles of the first output; each holds a word of its own and, per
   // field, a pointer (scalar) or a pointer and a size (vector)
