@@ -55,3 +55,70 @@ int main() {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/**
+ * The select-based helpers (maxFloat, minFloat, reluFloat, signFloat, sigmoidFloat) against
+ * their definitions written out here, on every pair of special values (signed zeros, NaN,
+ * infinities, the extremes, subnormals) and on values either side of zero, through -O2, where
+ * the compiler turns the selects into branchless code.
+ */
+const SPECIAL = ['0.0f', '-0.0f', '1.0f', '-1.0f', 'NAN', 'INFINITY', '-INFINITY', '3.4e38f', '-3.4e38f', '1e-45f', '-1e-45f', '0.5f', '-2.5f', '88.0f', '-88.0f', '104.0f', '-104.0f'];
+const HELPERS_PROGRAM = `#include <cmath>
+#include <cstdio>
+#include <cstring>
+${cppFile('codelet_prelude.hpp')}
+static unsigned bits(float x) { unsigned b; std::memcpy(&b, &x, 4); return x != x ? 0x7fc00000u : b; }
+int main(int argc, char **) {
+  // read through a volatile so the values are not folded at compile time
+  volatile float v[] = {${SPECIAL.join(', ')}};
+  const unsigned n = sizeof v / sizeof v[0];
+  for (unsigned i = 0; i < n; ++i) {
+    const float x = v[i];
+    std::printf("%08x %08x %08x\\n", bits(tg::reluFloat(x)), bits(tg::signFloat(x)), bits(tg::sigmoidFloat(x)));
+    for (unsigned j = 0; j < n; ++j) std::printf("%08x %08x\\n", bits(tg::maxFloat(x, v[j])), bits(tg::minFloat(x, v[j])));
+  }
+  return argc > 5;
+}
+`;
+
+(compilerPresent ? test : test.skip)('the max, min, relu, sign and sigmoid helpers keep NaN, signed zeros and infinities', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-prelude-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'helpers.cpp'), HELPERS_PROGRAM);
+    const build = spawnSync(CXX, ['-std=c++17', '-O2', 'helpers.cpp', '-o', 'helpers'], { cwd: dir, encoding: 'utf8' });
+    expect(build.stderr).toBe('');
+    const run = spawnSync(path.join(dir, 'helpers'), [], { encoding: 'utf8' });
+    expect(run.status).toBe(0);
+    const f32 = new Float32Array(1);
+    const u32 = new Uint32Array(f32.buffer);
+    const hex = (x: number) => {
+      if (Number.isNaN(x)) return '7fc00000';
+      f32[0] = x;
+      return u32[0]!.toString(16).padStart(8, '0');
+    };
+    const values = SPECIAL.map((s) => Math.fround(s === 'NAN' ? NaN : s === 'INFINITY' ? Infinity : s === '-INFINITY' ? -Infinity : Number(s.replace(/f$/, ''))));
+    const lines = run.stdout.trim().split('\n');
+    let k = 0;
+    for (const x of values) {
+      const [relu, sign, sigmoid] = lines[k++]!.split(' ');
+      expect(relu).toBe(hex(Number.isNaN(x) ? x : x > 0 ? x : 0));
+      expect(sign).toBe(hex(Number.isNaN(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0));
+      // sigmoid through float exp: exact at the ends and at 0, within 2 ulps elsewhere
+      const want = Math.fround(1 / (1 + Math.exp(-x)));
+      f32[0] = want;
+      const wantBits = u32[0]!;
+      const got = parseInt(sigmoid!, 16);
+      if (Number.isNaN(x) || !Number.isFinite(x) || x === 0) expect(sigmoid).toBe(hex(want));
+      else expect(Math.abs(got - wantBits)).toBeLessThanOrEqual(2);
+      for (const y of values) {
+        const [max, min] = lines[k++]!.split(' ');
+        // Math.max/min: NaN propagates, +0 is larger than -0
+        expect([x, y, max]).toEqual([x, y, hex(Math.max(x, y))]);
+        expect([x, y, min]).toEqual([x, y, hex(Math.min(x, y))]);
+      }
+    }
+    expect(k).toBe(lines.length);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
