@@ -42,18 +42,24 @@ int main() {
 }
 `;
 
-(compilerPresent ? test : test.skip)('tg::workerBegin splits n elements into contiguous runs of whole chunks, evenly', () => {
+/** Builds `source` with g++ at `opt` (the build must be silent) and runs it: its exit status and output. */
+function buildAndRun(source: string, opt: string): { status: number | null; stdout: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-prelude-'));
   try {
-    fs.writeFileSync(path.join(dir, 'split.cpp'), PROGRAM);
-    const build = spawnSync(CXX, ['-std=c++17', '-O1', 'split.cpp', '-o', 'split'], { cwd: dir, encoding: 'utf8' });
+    fs.writeFileSync(path.join(dir, 'program.cpp'), source);
+    const build = spawnSync(CXX, ['-std=c++17', opt, 'program.cpp', '-o', 'program'], { cwd: dir, encoding: 'utf8' });
     expect(build.stderr).toBe('');
-    const run = spawnSync(path.join(dir, 'split'), [], { encoding: 'utf8' });
-    expect(run.stdout).toBe('0 bad\n');
-    expect(run.status).toBe(0);
+    const run = spawnSync(path.join(dir, 'program'), [], { encoding: 'utf8' });
+    return { status: run.status, stdout: run.stdout };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+}
+
+(compilerPresent ? test : test.skip)('tg::workerBegin splits n elements into contiguous runs of whole chunks, evenly', () => {
+  const run = buildAndRun(PROGRAM, '-O1');
+  expect(run.stdout).toBe('0 bad\n');
+  expect(run.status).toBe(0);
 });
 
 /**
@@ -82,43 +88,35 @@ int main(int argc, char **) {
 `;
 
 (compilerPresent ? test : test.skip)('the max, min, relu, sign and sigmoid helpers keep NaN, signed zeros and infinities', () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-prelude-'));
-  try {
-    fs.writeFileSync(path.join(dir, 'helpers.cpp'), HELPERS_PROGRAM);
-    const build = spawnSync(CXX, ['-std=c++17', '-O2', 'helpers.cpp', '-o', 'helpers'], { cwd: dir, encoding: 'utf8' });
-    expect(build.stderr).toBe('');
-    const run = spawnSync(path.join(dir, 'helpers'), [], { encoding: 'utf8' });
-    expect(run.status).toBe(0);
-    const f32 = new Float32Array(1);
-    const u32 = new Uint32Array(f32.buffer);
-    const hex = (x: number) => {
-      if (Number.isNaN(x)) return '7fc00000';
-      f32[0] = x;
-      return u32[0]!.toString(16).padStart(8, '0');
-    };
-    const values = SPECIAL.map((s) => Math.fround(s === 'NAN' ? NaN : s === 'INFINITY' ? Infinity : s === '-INFINITY' ? -Infinity : Number(s.replace(/f$/, ''))));
-    const lines = run.stdout.trim().split('\n');
-    let k = 0;
-    for (const x of values) {
-      const [relu, sign, sigmoid] = lines[k++]!.split(' ');
-      expect(relu).toBe(hex(Number.isNaN(x) ? x : x > 0 ? x : 0));
-      expect(sign).toBe(hex(Number.isNaN(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0));
-      // sigmoid through float exp: exact at the ends and at 0, within 2 ulps elsewhere
-      const want = Math.fround(1 / (1 + Math.exp(-x)));
-      f32[0] = want;
-      const wantBits = u32[0]!;
-      const got = parseInt(sigmoid!, 16);
-      if (Number.isNaN(x) || !Number.isFinite(x) || x === 0) expect(sigmoid).toBe(hex(want));
-      else expect(Math.abs(got - wantBits)).toBeLessThanOrEqual(2);
-      for (const y of values) {
-        const [max, min] = lines[k++]!.split(' ');
-        // Math.max/min: NaN propagates, +0 is larger than -0
-        expect([x, y, max]).toEqual([x, y, hex(Math.max(x, y))]);
-        expect([x, y, min]).toEqual([x, y, hex(Math.min(x, y))]);
-      }
+  const run = buildAndRun(HELPERS_PROGRAM, '-O2');
+  expect(run.status).toBe(0);
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  const hex = (x: number) => {
+    if (Number.isNaN(x)) return '7fc00000';
+    f32[0] = x;
+    return u32[0]!.toString(16).padStart(8, '0');
+  };
+  const values = SPECIAL.map((s) => Math.fround(s === 'NAN' ? NaN : s === 'INFINITY' ? Infinity : s === '-INFINITY' ? -Infinity : Number(s.replace(/f$/, ''))));
+  const lines = run.stdout.trim().split('\n');
+  let k = 0;
+  for (const x of values) {
+    const [relu, sign, sigmoid] = lines[k++]!.split(' ');
+    expect(relu).toBe(hex(Number.isNaN(x) ? x : x > 0 ? x : 0));
+    expect(sign).toBe(hex(Number.isNaN(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0));
+    // sigmoid through float exp: exact at the ends and at 0, within 2 ulps elsewhere
+    const want = Math.fround(1 / (1 + Math.exp(-x)));
+    f32[0] = want;
+    const wantBits = u32[0]!;
+    const got = parseInt(sigmoid!, 16);
+    if (Number.isNaN(x) || !Number.isFinite(x) || x === 0) expect(sigmoid).toBe(hex(want));
+    else expect(Math.abs(got - wantBits)).toBeLessThanOrEqual(2);
+    for (const y of values) {
+      const [max, min] = lines[k++]!.split(' ');
+      // Math.max/min: NaN propagates, +0 is larger than -0
+      expect([x, y, max]).toEqual([x, y, hex(Math.max(x, y))]);
+      expect([x, y, min]).toEqual([x, y, hex(Math.min(x, y))]);
     }
-    expect(k).toBe(lines.length);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
   }
+  expect(k).toBe(lines.length);
 });
