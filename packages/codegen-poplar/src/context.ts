@@ -299,6 +299,11 @@ export class GraphEmitter {
   readonly cache = new Map<string, unknown>();
   /** Told when ops have been emitted into the program (fused element-wise ops are emitted late). */
   onEmitted: ((ops: readonly Op[]) => void) | undefined;
+  /**
+   * For v = x * x that a sum or mean reduces as SQUARE_ADD of x, that x (the fusion of element-wise
+   * ops, which knows the values read later, then does not write v); see lower/square-sums.ts.
+   */
+  squaredOperand: (v: Value) => Value | undefined = () => undefined;
   /** Print ops of this graph in order, with their output stream index. */
   readonly prints: { op: Op; stream: number }[] = [];
 

@@ -210,6 +210,7 @@ function* generateGraph(mc: ModuleContext, g: Graph, fn: string): Pausable<{ cod
   const order = scheduleGraph(g);
   if (!order) throw new DiagnosticError(error(`graph '${g.name}' has a cycle`));
   const fusion = new Fusion(e);
+  e.squaredOperand = (v) => fusion.squaredOperand(v);
   /**
    * Copies the value of an assign into its state (through a copy when it is a view of state). The
    * copies follow the open compute set (see GraphEmitter.emitAfterComputeSet), so that the

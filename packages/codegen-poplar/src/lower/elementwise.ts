@@ -2,6 +2,7 @@ import { Attrs, DType, Op, Value, isFloat, isNarrowInt, numElements, shapesEqual
 import { ALIAS_OPS, GraphEmitter, shapeLiteral } from '../context.js';
 import { deviceType, elementLiteral } from '../types.js';
 import { floatClipExpr, intClipExpr } from './clip.js';
+import { absorbedSquare } from './square-sums.js';
 
 /**
  * Element-wise ops. Chains of element-wise ops over one shape are fused into one generated
@@ -560,9 +561,21 @@ export class Fusion {
     while (this.open.length) this.close(this.open[0]!);
   }
 
+  /** For v = mul(x, x) that its one reduction takes as SQUARE_ADD of x, that x (see square-sums.ts). */
+  squaredOperand(v: Value): Value | undefined {
+    return this.outputs.has(v) ? undefined : absorbedSquare(v, (a, b) => this.e.ipuOf(a) === this.e.ipuOf(b));
+  }
+
+  private absorbed(op: Op): Value | undefined {
+    return this.squaredOperand(op.result);
+  }
+
   private usedOutside(v: Value, members: Set<Op>): boolean {
     if (this.outputs.has(v)) return true;
+    // squares a reduction takes from their operand need not be written; that operand must be
+    if (this.absorbed(v.producer)) return false;
     for (const u of v.uses) {
+      if (members.has(u.op) && this.absorbed(u.op) === v) return true;
       if (members.has(u.op)) continue;
       if (ALIAS_OPS.has(u.op.kind)) {
         if (this.usedOutside(u.op.result, members)) return true;

@@ -16,13 +16,14 @@ export function precondition(e: GraphEmitter, message: string): never {
   throw new DiagnosticError(error(`${op ? `${op.kind}: ` : ''}${message}`, op?.loc, ['PopLibs would reject this call when the program builds its graph on the IPU']));
 }
 
-export type ReduceOperation = 'ADD' | 'MUL' | 'MAX' | 'MIN' | 'LOGICAL_AND' | 'LOGICAL_OR';
+export type ReduceOperation = 'ADD' | 'SQUARE_ADD' | 'MUL' | 'MAX' | 'MIN' | 'LOGICAL_AND' | 'LOGICAL_OR';
 
 const FLOATS: readonly DType[] = ['float32', 'float16'];
 
 /** popops::reduce: the (input, output) types its reduction vertices are instantiated for. */
 const REDUCE_TYPES: Readonly<Record<ReduceOperation, readonly (readonly [DType, DType])[]>> = {
   ADD: [...FLOATS.flatMap((a) => FLOATS.map((b) => [a, b] as const)), ['int32', 'int32']],
+  SQUARE_ADD: [...FLOATS.flatMap((a) => FLOATS.map((b) => [a, b] as const)), ['int32', 'int32']],
   MUL: [...FLOATS.flatMap((a) => FLOATS.map((b) => [a, b] as const)), ['int32', 'int32']],
   MAX: [['float32', 'float32'], ['float16', 'float16'], ['int32', 'int32'], ['uint32', 'uint32']],
   MIN: [['float32', 'float32'], ['float16', 'float16'], ['int32', 'int32'], ['uint32', 'uint32']],

@@ -2,6 +2,7 @@ import { DType, Op, Value, integerRange, isFloat, isInteger, isNarrowInt, normal
 import { GraphEmitter, shapeLiteral } from '../context.js';
 import { deviceType, elementLiteral } from '../types.js';
 import { EwNode, emitElementwise, emitMap, widenToInt32 } from './elementwise.js';
+import { resolveAxes } from './square-sums.js';
 import { ReduceOperation, checkReduce, fillValueType, precondition } from './preconditions.js';
 import type { Lowering } from './index.js';
 
@@ -10,7 +11,8 @@ import type { Lowering } from './index.js';
  * for: ADD and MUL of float, half and int; MAX and MIN of those and unsigned; LOGICAL_OR / AND of
  * bool (bool max / min are any / all). Unsigned sums and products reduce the same bits as int
  * (both wrap modulo 2^32); 8- and 16-bit integers reduce widened to int32. A mean divides the float32 sum in a fused vertex. argmax runs in a
- * generated vertex over rows (the reduced axis moved last).
+ * generated vertex over rows (the reduced axis moved last). A float32 sum or mean of x * x that
+ * nothing else reads is a SQUARE_ADD reduction of x (see absorbedSquare).
  */
 
 const REDUCE_OP: Record<string, ReduceOperation> = {
@@ -37,12 +39,6 @@ function identityOf(kind: string, t: DType): number {
   }
 }
 
-export function resolveAxes(axes: readonly number[], rank: number): number[] {
-  if (rank === 0) return [];
-  if (axes.length === 0) return Array.from({ length: rank }, (_, i) => i);
-  return [...new Set(axes.map((a) => normalizeAxis(a, rank)))].sort((a, b) => a - b);
-}
-
 /**
  * Defines `out` as `value` everywhere: popops::fill, or a broadcast constant for bool and the 8- and
  * 16-bit integers (which fill has no instances for).
@@ -62,7 +58,7 @@ function emitConstantResult(e: GraphEmitter, out: Value, value: number, ipu: num
  * Emits `kind` of `x` over `axes` and defines `out` (of shape out.type.shape, whatever keepdims
  * was). Shared by reduce_* and identity_loss.
  */
-export function emitReduction(e: GraphEmitter, kind: string, x: Value, axes: number[], out: Value, ipu: number): void {
+export function emitReduction(e: GraphEmitter, kind: string, x: Value, axes: number[], out: Value, ipu: number, squares = false): void {
   const g = e.g(ipu);
   const dtype = x.type.dtype;
   const inShape = x.type.shape;
@@ -84,7 +80,7 @@ export function emitReduction(e: GraphEmitter, kind: string, x: Value, axes: num
   }
   const dims = `{${axes.join(', ')}}`;
   const name = e.debugName(e.valueLabel(out));
-  let op = REDUCE_OP[kind]!;
+  let op = squares ? 'SQUARE_ADD' : REDUCE_OP[kind]!;
   if (dtype === 'bool') {
     if (op !== 'MAX' && op !== 'MIN') precondition(e, `a ${kind} of bool values (cast to a numeric type first)`);
     op = op === 'MAX' ? 'LOGICAL_OR' : 'LOGICAL_AND';
@@ -115,9 +111,9 @@ export function emitReduction(e: GraphEmitter, kind: string, x: Value, axes: num
   // mean: the sum in float32, divided by the count, stored in the result's dtype
   const sum = e.local('r');
   const sumType: DType = 'float32';
-  checkReduce(e, 'ADD', dtype, sumType);
+  checkReduce(e, op, dtype, sumType);
   e.countResult(sumType, outShape, ipu, 'sum');
-  e.emit(`poplar::Tensor ${sum} = popops::reduce(${g}, ${xin}, ${deviceType(sumType).poplar}, ${dims}, popops::ReduceParams(popops::Operation::ADD), prog, ${name}).reshape(${shapeLiteral(outShape)});`);
+  e.emit(`poplar::Tensor ${sum} = popops::reduce(${g}, ${xin}, ${deviceType(sumType).poplar}, ${dims}, popops::ReduceParams(popops::Operation::${op}), prog, ${name}).reshape(${shapeLiteral(outShape)});`);
   const t = e.newResult(out, ipu);
   const nodes: EwNode[] = [{ kind: 'div', dtype: sumType, args: [{ input: 0 }, { input: 1 }], attrs: {} }];
   if (sumType !== dtype) nodes.push({ kind: 'cast', dtype, args: [{ node: 0 }], attrs: {} });
@@ -137,7 +133,9 @@ export function emitReduction(e: GraphEmitter, kind: string, x: Value, axes: num
 function lowerReduce(op: Op, e: GraphEmitter): void {
   const x = op.operands[0]!;
   const axes = resolveAxes(op.attrs['axes'] as number[], x.type.shape.length);
-  emitReduction(e, op.kind, x, axes, op.result, e.ipuOf(op));
+  const squared = e.squaredOperand(x);
+  if (squared) emitReduction(e, op.kind, squared, axes, op.result, e.ipuOf(op), true);
+  else emitReduction(e, op.kind, x, axes, op.result, e.ipuOf(op));
 }
 
 function lowerArgmax(op: Op, e: GraphEmitter): void {
