@@ -101,9 +101,11 @@ public:
       else if (std::isinf(v) && operandsFinite && !half_) r_.flags |= poplar_host::kFpOverflow;
     }
   }
-  /// The same for float sums; `operandsFinite()` is only asked when a sum is not finite.
+  /// The same for float sums; `operandsFinite()` is only asked when a sum is not finite. Flags
+  /// matter only to a tile that traps on them (ReplicaContext::raised): on the others (the
+  /// default), the sums are not scanned at all.
   template <class OperandsFinite> void finish(const float *sums, std::size_t n, OperandsFinite operandsFinite) {
-    if (allFiniteF32(sums, n)) return;
+    if (!(r_.mode.traps() & (poplar_host::kFpInvalid | poplar_host::kFpOverflow)) || allFiniteF32(sums, n)) return;
     const bool finite = operandsFinite();
     for (std::size_t i = 0; i < n; ++i) {
       const float v = sums[i];

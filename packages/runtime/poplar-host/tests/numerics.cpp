@@ -247,6 +247,19 @@ int main() {
     CHECK_VEC(r["t"], (std::vector<double>{2048, 0}));
   }
 
+  { // A float matMul whose sum overflows: infinity on a tile that does not trap (the sums are not
+    // even scanned for flags there), a floating-point exception on one that does.
+    auto floatOverflow = [&](bool traps) {
+      Harness h(target);
+      if (traps) setFloatingPointBehaviour(h.g, h.prog, FloatingPointBehaviour(true, true, true, false, false));
+      Tensor a = h.in(FLOAT, {1, 2}, {3e38f, 3e38f}), b = h.in(FLOAT, {2, 1}, {1, 1});
+      h.out("mm", poplin::matMul(h.g, a, b, h.prog, FLOAT, "fmm"));
+      return runOnce(h, device);
+    };
+    CHECK_EQ(floatOverflow(false)["mm"][0], kInf);
+    CHECK_THROWS(poplar::application_runtime_error, floatOverflow(true), "floating point exception (overflow) in fmm");
+  }
+
   // Half overflow under each behaviour: popops::cast, a half matMul and a vertex.
   auto overflowCase = [&](int behaviour, const OptionFlags &opts) {
     Harness h(target);
