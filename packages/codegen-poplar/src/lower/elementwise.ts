@@ -456,7 +456,8 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   // the vertices sit on the tiles of the first output; each holds a word of its own and, per
   // field, a pointer (scalar) or a pointer and a size (vector)
   const span = e.bufferNamed(spec.outputs[0]!.tensor)?.span;
-  const stateBytes = 4 + connections.reduce((n, c) => n + (c.scalar ? 4 : 8), 0) + 8 * outFlat.length + (periodic.length ? 4 + 12 * periodic.length : 0);
+  // a periodic input adds From, At, Inner and Size (and Along when it runs along an element)
+  const stateBytes = 4 + connections.reduce((n, c) => n + (c.scalar ? 4 : 8), 0) + 8 * outFlat.length + periodic.reduce((n, p) => n + (p.inner > 1 ? 20 : 16), 0);
   e.mc.memory.addVertices(ipu, span?.offset ?? 0, span?.tilesUsed ?? Math.min(n, e.mc.memory.tilesPerIpu), stateBytes, e.current);
 }
 
