@@ -37,13 +37,13 @@ struct ConvGeometry {
 std::vector<std::vector<long>> positionRuns(const ConvGeometry &g);
 
 /// y = the convolution in float: each output element starts from +0 and adds its products in
-/// order of input channel, then kernel position, each product rounded to float and then the sum;
+/// order of input channel, then kernel position, each with one fused multiply-add;
 /// positions on padding add nothing. Bit for bit the plain loop's result.
 void convolutionF32(const ConvGeometry &geo, const float *x, const float *w, float *y);
 
 /// dw = the weight deltas of the convolution in float (weights layout [G][Co][Ci][kN]): each
 /// element starts from +0 and adds dy[n][g*Co+o][j] * x[n][g*Ci+c][inputAt[k][j]] in order of
-/// sample n, then output position j, each product rounded to float and then the sum; positions on
+/// sample n, then output position j, each with one fused multiply-add; positions on
 /// padding add nothing, and kernel elements no position reads are +0. Bit for bit the plain loop.
 void weightDeltasF32(const ConvGeometry &geo, const float *dy, const float *x, float *dw);
 
