@@ -296,8 +296,8 @@ interface PeriodicInput {
  * stays on one element (inner > 1) or runs along its elements (inner 1), so the loop over a
  * segment reads like the one over plain vector inputs. Where a worker starts is the vertex's
  * start moved on by workBegin, divided only when that crosses a run or the period (a tile has no
- * integer divide, and on the host it is slow too: small vertices were mostly that); segment by
- * segment it only advances.
+ * integer divide, and on the host one per worker costs more than a small vertex's arithmetic);
+ * segment by segment it only advances.
  */
 function segmentedWorkerLoop(types: readonly string[], n: string, periodic: readonly PeriodicInput[], body: readonly string[]): string[] {
   const loop = workerLoop(types, n, []);
@@ -567,16 +567,12 @@ export class Fusion {
     return this.outputs.has(v) ? undefined : absorbedSquare(v, (a, b) => this.e.ipuOf(a) === this.e.ipuOf(b));
   }
 
-  private absorbed(op: Op): Value | undefined {
-    return this.squaredOperand(op.result);
-  }
-
   private usedOutside(v: Value, members: Set<Op>): boolean {
     if (this.outputs.has(v)) return true;
     // squares a reduction takes from their operand need not be written; that operand must be
-    if (this.absorbed(v.producer)) return false;
+    if (this.squaredOperand(v)) return false;
     for (const u of v.uses) {
-      if (members.has(u.op) && this.absorbed(u.op) === v) return true;
+      if (members.has(u.op) && this.squaredOperand(u.op.result) === v) return true;
       if (members.has(u.op)) continue;
       if (ALIAS_OPS.has(u.op.kind)) {
         if (this.usedOutside(u.op.result, members)) return true;

@@ -19,12 +19,14 @@ export function precondition(e: GraphEmitter, message: string): never {
 export type ReduceOperation = 'ADD' | 'SQUARE_ADD' | 'MUL' | 'MAX' | 'MIN' | 'LOGICAL_AND' | 'LOGICAL_OR';
 
 const FLOATS: readonly DType[] = ['float32', 'float16'];
+/** Sums and products: float and half to either, and int. */
+const ARITHMETIC_REDUCE: readonly (readonly [DType, DType])[] = [...FLOATS.flatMap((a) => FLOATS.map((b) => [a, b] as const)), ['int32', 'int32']];
 
 /** popops::reduce: the (input, output) types its reduction vertices are instantiated for. */
 const REDUCE_TYPES: Readonly<Record<ReduceOperation, readonly (readonly [DType, DType])[]>> = {
-  ADD: [...FLOATS.flatMap((a) => FLOATS.map((b) => [a, b] as const)), ['int32', 'int32']],
-  SQUARE_ADD: [...FLOATS.flatMap((a) => FLOATS.map((b) => [a, b] as const)), ['int32', 'int32']],
-  MUL: [...FLOATS.flatMap((a) => FLOATS.map((b) => [a, b] as const)), ['int32', 'int32']],
+  ADD: ARITHMETIC_REDUCE,
+  SQUARE_ADD: ARITHMETIC_REDUCE,
+  MUL: ARITHMETIC_REDUCE,
   MAX: [['float32', 'float32'], ['float16', 'float16'], ['int32', 'int32'], ['uint32', 'uint32']],
   MIN: [['float32', 'float32'], ['float16', 'float16'], ['int32', 'int32'], ['uint32', 'uint32']],
   LOGICAL_AND: [['bool', 'bool']],
