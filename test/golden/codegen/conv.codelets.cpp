@@ -9,6 +9,16 @@ using namespace poplar;
 // this file into every codelets.cpp (after <poplar/Vertex.hpp> and <cmath>).
 // Every generated vertex's compute() returns bool (true): SDKs before 3.2 require it, later ones
 // accept it as well as void.
+// A vertex whose element code is long arithmetic (exp, erf: TG_WIDE on its compute) is built by
+// GCC for three x86-64 vector widths, the widest the CPU runs chosen when the program loads;
+// other compilers (popc) see a plain function. The bits do not depend on the width: codelets are
+// built with -ffp-contract=off, so GCC never fuses a * b + c where the wider targets could.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define TG_WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TG_WIDE
+#endif
+
 namespace tg {
 
 // Stores a float32 value in an int32 element as JavaScript's ToInt32 does (NaN and inf give 0,
@@ -90,9 +100,42 @@ inline float minFloat(float a, float b) {
   return a != a || b != b ? NAN : r;
 }
 
+// e^x and erf(x) within 1 ulp of the correctly rounded result over every float (tested), in
+// plain arithmetic and selects, so a loop of them vectorises where a libm call per element
+// cannot; the device runs the same code, so the emulated and device results agree bit for bit.
+
+// e^x: n = round(x / ln 2) and r = x - n ln 2 (ln 2 in two parts, the first exact in n ln 2),
+// e^r by a polynomial on [-ln 2 / 2, ln 2 / 2], then 2^n as two halves, each a normal float for
+// every n the clamp allows, so results below 2^-126 round once, as subnormals.
+inline float expFloat(float x) {
+  const float c = x > 88.7228394f ? 88.7228394f : x >= -104.0f ? x : -104.0f; // NaN too: int(n) stays defined
+  const float n = (c * 1.44269504f + 12582912.0f) - 12582912.0f; // 1.5 * 2^23 rounds to an integer
+  const float r = (c - n * 0.693145751953125f) - n * 1.42860677e-06f;
+  const float q = 4.999999345e-01f + r * (1.666652063e-01f + r * (4.166838809e-02f + r * (8.368717091e-03f + r * 1.381459638e-03f)));
+  const float p = 1.0f + (r + r * r * q);
+  const int k = int(n), h = k >> 1;
+  const float e = p * bitsAsFloat((h + 127) << 23) * bitsAsFloat((k - h + 127) << 23);
+  const float finite = x > 88.7228394f ? INFINITY : e; // above, e^x is over the largest float
+  return x != x ? x : finite;
+}
+
+// erf(x): below 1, x + x * P(x^2) (erf(x) / x - 1 is small, so its rounding errors are too);
+// from 1 to 4, 1 - e^(-x^2) S(1 / x); above 4, erf(x) rounds to 1. Odd in x; NaN stays.
+inline float erfFloat(float x) {
+  const float a = std::fabs(x);
+  const float c = a > 4.0f ? 4.0f : a;
+  const float t = c * c;
+  const float small = c + c * (1.283791657e-01f + t * (-3.761262584e-01f + t * (1.128358527e-01f + t * (-2.685381607e-02f + t * (5.188334504e-03f + t * (-8.010247672e-04f + t * 7.854026366e-05f))))));
+  const float u = 1.0f / (c > 1.0f ? c : 1.0f);
+  const float s = 1.210782587e-04f + u * (5.617679635e-01f + u * (2.053584665e-02f + u * (-3.758630968e-01f + u * (2.303950832e-01f + u * (2.383342116e-01f + u * (-5.369493323e-01f + u * (4.382409928e-01f + u * (-1.797132366e-01f + u * 3.071407213e-02f))))))));
+  const float large = 1.0f - expFloat(-t) * s;
+  const float r = std::copysign(c < 1.0f ? small : large, x);
+  return x != x ? x : r;
+}
+
 // 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below (neither overflows): one exp of -|x|.
 inline float sigmoidFloat(float x) {
-  const float e = std::exp(-std::fabs(x));
+  const float e = expFloat(-std::fabs(x));
   return (x >= 0 ? 1.0f : e) / (1.0f + e);
 }
 
@@ -106,7 +149,7 @@ inline float signFloat(float x) {
   return x != x ? x : s;
 }
 
-inline float geluErf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+inline float geluErf(float x) { return 0.5f * x * (1.0f + erfFloat(x * 0.70710678118654752f)); }
 
 inline float geluTanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));

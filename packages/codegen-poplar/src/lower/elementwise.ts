@@ -19,6 +19,8 @@ export const ELEMENTWISE_OP_NAMES = [
 ] as const;
 
 const ELEMENTWISE = new Set<string>(ELEMENTWISE_OP_NAMES);
+/** Element kinds whose float code (the prelude's expFloat and erfFloat) gains from wider vectors. */
+const WIDE_KINDS = new Set(['exp', 'erf', 'sigmoid']);
 
 export function isElementwise(op: Op): boolean {
   return ELEMENTWISE.has(op.kind);
@@ -122,6 +124,9 @@ function nodeExpr(n: EwNode, a: readonly string[], at: readonly DType[], tn: Typ
       case 'abs':
         return num(`std::fabs(${f(x)})`);
       case 'exp':
+        return num(`tg::expFloat(${f(x)})`);
+      case 'erf':
+        return num(`tg::erfFloat(${f(x)})`);
       case 'log':
       case 'sqrt':
       case 'tanh':
@@ -129,7 +134,6 @@ function nodeExpr(n: EwNode, a: readonly string[], at: readonly DType[], tn: Typ
       case 'cos':
       case 'floor':
       case 'ceil':
-      case 'erf':
         return num(`std::${n.kind}(${f(x)})`);
       case 'round':
         return num(`std::nearbyint(${f(x)})`);
@@ -402,6 +406,8 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     nodeExprs.push(`v${k}`);
   });
   const outTypes = spec.outputs.map((o) => typeName(spec.nodes[o.node]!.dtype, tn));
+  // exp and erf in plain arithmetic are worth the wider vectors (see TG_WIDE in the prelude)
+  const wide = spec.nodes.some((nd) => isFloat(nd.dtype) && (WIDE_KINDS.has(nd.kind) || (nd.kind === 'gelu' && nd.attrs['approximate'] !== 'tanh')));
   spec.outputs.forEach((o, m) => {
     fields.push(`  poplar::Output<${outputVector(outTypes[m]!)}> out${m};`);
     perElement.push(`out${m}[i] = v${o.node};`);
@@ -413,7 +419,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       'public:',
       ...fields,
       '',
-      '  bool compute(unsigned workerId) {',
+      `  ${wide ? 'TG_WIDE ' : ''}bool compute(unsigned workerId) {`,
       '    const unsigned n = out0.size();',
       ...hoisted.map((l) => `    ${l}`),
       ...(periodic.length ? segmentedWorkerLoop(outTypes, 'n', periodic, perElement) : workerLoop(outTypes, 'n', perElement)).map((l) => `    ${l}`),

@@ -77,8 +77,10 @@ export function defaultCacheDir(): string {
 
 const COMPILE_FLAGS = {
   // the vectoriser at -O2 (GCC 12 on) only takes loops that need no run-time checks; the fused
-  // element-wise vertices need one (do the output and the inputs overlap?) to vectorise
-  codelets: ['-std=c++17', '-O2', '-ftree-vectorize', '-fvect-cost-model=dynamic'],
+  // element-wise vertices need one (do the output and the inputs overlap?) to vectorise. GCC
+  // contracts a * b + c into a fused multiply-add wherever the target has one, which the
+  // vertices built for wider vectors (TG_WIDE) do: off, so every build gives the same bits
+  codelets: ['-std=c++17', '-O2', '-ftree-vectorize', '-fvect-cost-model=dynamic', '-ffp-contract=off'],
   // the host program only builds the graph: optimising it buys little and costs build time
   host: ['-std=c++17', '-O0'],
   library: ['-std=c++17', '-O2'],

@@ -19,14 +19,17 @@ import { parseSdkVersion } from './toolchain.js';
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-sdk-plan-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-/** A fake tool: logs its arguments (one a line, then a blank line) and creates the file after -o. */
+/** A fake tool: logs its arguments (one a line, then a blank line, in one write) and creates the file after -o. */
 function fakeTool(file: string, log: string, version: string): void {
   fs.writeFileSync(
     file,
     [
       '#!/bin/sh',
       `if [ "$1" = "--version" ]; then echo "${version}"; exit 0; fi`,
-      `{ echo "$(basename "$0")"; for a in "$@"; do echo "$a"; done; echo; } >> "${log}"`,
+      // one write per command: the build runs two at a time, and line-by-line writes interleave
+      'rec="$(basename "$0")"; for a in "$@"; do rec="$rec',
+      '$a"; done',
+      `printf '%s\\n\\n' "$rec" >> "${log}"`,
       'out=""; prev=""',
       'for a in "$@"; do if [ "$prev" = "-o" ]; then out="$a"; fi; prev="$a"; done',
       'if [ -n "$out" ]; then echo fake > "$out"; chmod +x "$out"; fi',
