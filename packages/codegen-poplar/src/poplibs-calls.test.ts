@@ -139,6 +139,7 @@ describe('broadcast inputs that repeat along the output are connected as the ele
     ['the output size (no broadcast)', [1, 40], [4, 10], undefined],
     ['a scalar', [1, 1], [4, 10], undefined],
     ['too large for a vertex to read whole', [5000], [2, 5000], undefined],
+    ['a row statistic of any size (read once, along its row)', [48, 128, 1], [48, 128, 128], { inner: 128, size: 6144 }],
   ] as const)('%s', (_what, input, output, expected) => {
     expect(periodicBroadcast(input, output)).toEqual(expected);
   });

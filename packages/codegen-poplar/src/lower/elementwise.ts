@@ -264,7 +264,11 @@ export function workerLoop(types: readonly string[], n: string, body: readonly s
   ];
 }
 
-/** The largest periodic input (elements): a vertex whose region wraps around reads all of it. */
+/**
+ * The largest periodic input (elements) whose period repeats along the output: a vertex whose
+ * region wraps around reads all of it. One that is read once (a row statistic broadcast along
+ * its row) has no such bound: each vertex reads only the elements its region covers.
+ */
 const MAX_PERIODIC_ELEMENTS = 4096;
 
 /**
@@ -275,14 +279,16 @@ const MAX_PERIODIC_ELEMENTS = 4096;
  */
 export function periodicBroadcast(inShape: readonly number[], outShape: readonly number[]): { inner: number; size: number } | undefined {
   const size = numElements(inShape);
-  if (inShape.length > outShape.length || size <= 1 || size === numElements(outShape) || size > MAX_PERIODIC_ELEMENTS) return undefined;
+  if (inShape.length > outShape.length || size <= 1 || size === numElements(outShape)) return undefined;
   const padded = [...new Array<number>(outShape.length - inShape.length).fill(1), ...inShape];
   const kept = outShape.map((d, k) => k).filter((k) => outShape[k]! > 1 && padded[k] === outShape[k]);
   if (kept.length === 0) return undefined;
   const first = kept[0]!, last = kept[kept.length - 1]!;
   // inside the block every dim is the output's (dims of size 1 in both included), outside it 1
   for (let k = 0; k < outShape.length; k++) if (k >= first && k <= last ? padded[k] !== outShape[k] : padded[k] !== 1) return undefined;
-  return { inner: numElements(outShape.slice(last + 1)), size };
+  const inner = numElements(outShape.slice(last + 1));
+  if (size > MAX_PERIODIC_ELEMENTS && inner * size !== numElements(outShape)) return undefined;
+  return { inner, size };
 }
 
 interface PeriodicInput {

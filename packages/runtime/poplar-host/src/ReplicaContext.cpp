@@ -159,6 +159,19 @@ float *ReplicaContext::contiguousFloats(const poplar::Tensor &t) const {
   return reinterpret_cast<float *>(varData(p.regions[0].var) + p.regions[0].begin * sizeof(float));
 }
 
+bool ReplicaContext::floatRows(const poplar::Tensor &t, std::size_t rowLength, std::vector<const float *> &rows) const {
+  const auto &p = impl(t);
+  rows.clear();
+  if (p.type != poplar::FLOAT || rowLength == 0) return false;
+  VarBytes bytesOf(*this);
+  for (const auto &r : p.regions) {
+    if (r.size() % rowLength != 0) return false;
+    const float *base = reinterpret_cast<const float *>(bytesOf(r.var) + r.begin * sizeof(float));
+    for (std::size_t i = 0; i < r.size(); i += rowLength) rows.push_back(base + i);
+  }
+  return true;
+}
+
 void ReplicaContext::writeFloats(const poplar::Tensor &t, const float *v) const {
   const auto &p = impl(t);
   if (p.type != poplar::FLOAT) return write(t, std::vector<double>(v, v + p.numElements));

@@ -280,6 +280,10 @@ struct ReplicaContext {
   /// A float tensor that is one contiguous region: its device bytes as floats, to read or write
   /// in place; otherwise nullptr (then readFloats / writeFloats go through a copy).
   float *contiguousFloats(const poplar::Tensor &t) const;
+  /// A float tensor's elements as rows of `rowLength` floats, each lying in one region: the rows'
+  /// addresses into `rows` (cleared first), in tensor order. False, with `rows` unspecified, when
+  /// a row crosses a region (or the tensor is not float).
+  bool floatRows(const poplar::Tensor &t, std::size_t rowLength, std::vector<const float *> &rows) const;
   /// The elements as floats: in place when contiguousFloats allows, else read into `scratch`.
   const float *floatsOf(const poplar::Tensor &t, float *scratch) const {
     if (const float *p = contiguousFloats(t)) return p;

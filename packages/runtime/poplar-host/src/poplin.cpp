@@ -126,6 +126,13 @@ bool allFinite(const std::vector<double> &v) {
 }
 
 
+/// Every region of `t` a whole number of runs of `length` elements (so each run lies in one).
+bool inRunsOf(const poplar::Tensor &t, std::size_t length) {
+  for (const auto &r : poplar_host::impl(t).regions)
+    if (r.size() % length != 0) return false;
+  return length > 0;
+}
+
 /// C[g] = A[g] x B[g] for g in groups (or, accumulating, C[g] += scale * A[g] x B[g], a scaled
 /// add rounded once); A is [G,m,kk], B [G,kk,n]. For each output element the K products are
 /// summed in order p = 0, 1, ..., kk - 1.
@@ -135,18 +142,51 @@ void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, con
                    const std::vector<poplar::Tensor> &temporaries = {}) {
   std::vector<poplar::Tensor> touches{A, B, C};
   touches.insert(touches.end(), temporaries.begin(), temporaries.end());
+  // a B whose columns lie in runs (the transpose of a matrix with contiguous rows, as attention's
+  // keys are) is packed from those runs, not gathered element by element first
+  // (looked for only when B's runs are short: the view of a contiguous B's columns would be one
+  // region per element)
+  const bool shortRuns = B.elementType() == poplar::FLOAT && poplar_host::impl(B).regions.size() * 4 > B.numElements();
+  const poplar::Tensor columns = shortRuns ? B.reshape({G, kk, n}).dimShuffle({0, 2, 1}) : poplar::Tensor();
+  const bool byColumns = shortRuns && inRunsOf(columns, kk) && poplar_host::impl(columns).regions.size() < poplar_host::impl(B).regions.size();
   poplar_host::addHostStep(prog, name, [=](ReplicaContext &ctx) {
     poplar_host::Rounder r = ctx.rounder(C);
     PartialSums sums(halfSums, r);
     if (!halfSums) { // float32 through the blocked kernel (same sums, same order)
       poplar_host::ScratchLease scratch;
       // operands read where they lie when they can be; a new product straight into C
-      const float *af = ctx.floatsOf(A, scratch.get(0, G * m * kk)), *bf = ctx.floatsOf(B, scratch.get(1, G * kk * n));
+      std::vector<const float *> columnRuns;
+      const bool packColumns = byColumns && ctx.floatRows(columns, kk, columnRuns);
+      const float *af = ctx.floatsOf(A, scratch.get(0, G * m * kk));
+      const float *bf = packColumns ? nullptr : ctx.floatsOf(B, scratch.get(1, G * kk * n));
       float *direct = accumulate ? nullptr : ctx.contiguousFloats(C);
       float *c = direct ? direct : scratch.get(2, G * m * n);
-      for (std::size_t g = 0; g < G; ++g)
-        poplar_host::gemmF32(m, n, kk, af + g * m * kk, kk, bf + g * kk * n, n, c + g * m * n, n);
-      sums.finish(c, G * m * n, [&] { return allFiniteF32(af, G * m * kk) && allFiniteF32(bf, G * kk * n); });
+      for (std::size_t g = 0; g < G; ++g) {
+        if (!packColumns) {
+          poplar_host::gemmF32(m, n, kk, af + g * m * kk, kk, bf + g * kk * n, n, c + g * m * n, n);
+          continue;
+        }
+        const float *const *col = columnRuns.data() + g * n; // column j of B[g]: col[j][0..kk)
+        poplar_host::gemmF32(m, n, kk, af + g * m * kk, kk,
+                             [col](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+                               for (std::size_t q = 0; q < nc; q += nr, out += kc * nr) {
+                                 const std::size_t w = std::min(nr, nc - q);
+                                 for (std::size_t j = 0; j < w; ++j) {
+                                   const float *src = col[j0 + q + j] + p0;
+                                   for (std::size_t p = 0; p < kc; ++p) out[p * nr + j] = src[p];
+                                 }
+                                 for (std::size_t p = 0; p < kc; ++p) std::fill(out + p * nr + w, out + (p + 1) * nr, 0.0f);
+                               }
+                             },
+                             c + g * m * n, n);
+      }
+      sums.finish(c, G * m * n, [&] {
+        if (!allFiniteF32(af, G * m * kk)) return false;
+        if (!packColumns) return allFiniteF32(bf, G * kk * n);
+        for (const float *run : columnRuns)
+          if (!allFiniteF32(run, kk)) return false;
+        return true;
+      });
       ctx.raised(r);
       if (direct) return;
       if (!accumulate) return ctx.writeFloats(C, c);

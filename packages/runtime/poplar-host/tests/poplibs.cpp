@@ -143,6 +143,12 @@ int main() {
   readBack("ABh", poplin::matMul(graph, A, B, prog, HALF, "mmh"));
   Tensor GA = input(graph, FLOAT, {2, 3, 4}, "GA"), GB = input(graph, FLOAT, {2, 4, 2}, "GB");
   readBack("GAB", poplin::matMulGrouped(graph, GA, GB, prog, FLOAT, "mmg"));
+  // B as the transpose of rows lying in runs (attention's keys: a head's rows inside wider rows,
+  // and a plain matrix transposed): packed from the runs, the same sums as the loop below
+  Tensor KQ = input(graph, FLOAT, {3, 50, 70}, "KQ"), KV = input(graph, FLOAT, {3, 100, 2, 70}, "KV");
+  readBack("KQK", poplin::matMulGrouped(graph, KQ, KV.slice(1, 2, 2).squeeze({2}).dimShuffle({0, 2, 1}), prog, FLOAT, "keys"));
+  Tensor KA = input(graph, FLOAT, {20, 33}, "KA"), KM = input(graph, FLOAT, {60, 33}, "KM");
+  readBack("KAM", poplin::matMul(graph, KA, KM.transpose(), prog, FLOAT, "keysT"));
   CHECK_THROWS(poplar::invalid_option,
                poplin::matMul(graph, A, B, prog, FLOAT, "bad", {{"availableMemoryProportion", "2"}}),
                "availableMemoryProportion");
@@ -269,6 +275,11 @@ int main() {
     engine.writeTensor("convW" + std::to_string(i) + "-w", convW[i].data(), convW[i].data() + convW[i].size());
   }
   engine.writeTensor("castSrc-w", castValues.data(), castValues.data() + castValues.size());
+  const auto KQ_ = randomFloats(3 * 50 * 70), KV_ = randomFloats(3 * 100 * 2 * 70), KA_ = randomFloats(20 * 33), KM_ = randomFloats(60 * 33);
+  engine.writeTensor("KQ-w", KQ_.data(), KQ_.data() + KQ_.size());
+  engine.writeTensor("KV-w", KV_.data(), KV_.data() + KV_.size());
+  engine.writeTensor("KA-w", KA_.data(), KA_.data() + KA_.size());
+  engine.writeTensor("KM-w", KM_.data(), KM_.data() + KM_.size());
   std::vector<float> D_(15);
   for (unsigned i = 0; i < 15; ++i) D_[i] = float(i);
   engine.writeTensor("D-w", D_.data(), D_.data() + 15);
@@ -329,6 +340,24 @@ int main() {
     CHECK(near(readF("AB"), ab, 1e-6));
     CHECK(near(readF("ABh"), abh, 1e-3));
     CHECK(near(readF("GAB"), gab, 1e-6));
+    // products added in order, each with one fused multiply-add, from +0: bit for bit
+    auto keyProduct = [](const std::vector<float> &a, const std::vector<float> &rows, std::size_t G, std::size_t m, std::size_t n,
+                         std::size_t kk, std::size_t rowStride, std::size_t rowStart) {
+      std::vector<float> c(G * m * n);
+      for (std::size_t g = 0; g < G; ++g)
+        for (std::size_t i = 0; i < m; ++i)
+          for (std::size_t j = 0; j < n; ++j) {
+            float sum = 0.0f;
+            for (std::size_t p = 0; p < kk; ++p)
+              sum = std::fma(a[(g * m + i) * kk + p], rows[(g * n + j) * rowStride + rowStart + p], sum);
+            c[(g * m + i) * n + j] = sum;
+          }
+      return c;
+    };
+    const auto kqk = readF("KQK"), kam = readF("KAM");
+    const auto wantKQK = keyProduct(KQ_, KV_, 3, 50, 100, 70, 140, 70), wantKAM = keyProduct(KA_, KM_, 1, 20, 60, 33, 33, 0);
+    CHECK(kqk.size() == wantKQK.size() && std::memcmp(kqk.data(), wantKQK.data(), kqk.size() * 4) == 0);
+    CHECK(kam.size() == wantKAM.size() && std::memcmp(kam.data(), wantKAM.data(), kam.size() * 4) == 0);
 
     // R[i][j][k] = (12i + 4j + k) % 7 - 2
     std::vector<float> sum1(8), max02(3, -1e9f), accE(4, 0), mulH(1, 1), logadd(6);
