@@ -298,14 +298,51 @@ void connectFeeds(const Module &m, poplar::Engine &engine, std::FILE *out, std::
   }
 }
 
+// A run's input payload (the streams' bytes one after the other, as the run command sends them),
+// read as the device asks for each copy: a run computes its first micro-batches while the later
+// ones are still arriving. Whatever the device did not ask for is read by finish().
+class RunInputs {
+public:
+  explicit RunInputs(std::vector<std::vector<char>> &bufs) : bufs_(bufs), stream_(bufs.size()) {}
+  // a new run's payload follows on stdin
+  void start() {
+    stream_ = 0;
+    at_ = 0;
+    skipRead();
+  }
+  // bytes [0, end) of stream i have arrived (callbacks of different replicas may ask at once)
+  void need(std::size_t i, std::size_t end) {
+    const std::lock_guard<std::mutex> guard(lock_);
+    while (stream_ < i) {
+      readExact(bufs_[stream_].data() + at_, bufs_[stream_].size() - at_);
+      ++stream_, at_ = 0;
+      skipRead();
+    }
+    if (stream_ == i && at_ < end) {
+      readExact(bufs_[i].data() + at_, end - at_);
+      at_ = end;
+      skipRead();
+    }
+  }
+  void finish() { need(bufs_.size(), 0); }
+
+private:
+  void skipRead() {
+    while (stream_ < bufs_.size() && at_ == bufs_[stream_].size()) ++stream_, at_ = 0;
+  }
+  std::vector<std::vector<char>> &bufs_;
+  std::size_t stream_, at_ = 0;
+  std::mutex lock_;
+};
+
 // A CPU op's host function asks the runtime: "call <function> <replica> <input bytes...>" and the
 // inputs, answered by "ret <output bytes...>" and the outputs. `lock` keeps the messages of
 // callbacks of different replicas (and output feeds) apart.
-void connectHostFunctions(const Module &m, poplar::Engine &engine, std::FILE *out, std::mutex &lock) {
+void connectHostFunctions(const Module &m, poplar::Engine &engine, std::FILE *out, std::mutex &lock, RunInputs &inputs) {
   for (std::size_t i = 0; i < m.hostFunctions.size(); ++i) {
     const HostFunctionSpec &f = m.hostFunctions[i];
     for (unsigned r = 0; r < m.replicas; ++r) {
-      engine.connectHostFunction(f.handle, r, [&f, out, &lock, i, r](poplar::ArrayRef<const void *> ins, poplar::ArrayRef<void *> outs) {
+      engine.connectHostFunction(f.handle, r, [&f, out, &lock, &inputs, i, r](poplar::ArrayRef<const void *> ins, poplar::ArrayRef<void *> outs) {
         const std::lock_guard<std::mutex> guard(lock);
         std::string head = "call " + std::to_string(i) + " " + std::to_string(r);
         for (std::size_t n : f.inputBytes) head += " " + std::to_string(n);
@@ -313,6 +350,7 @@ void connectHostFunctions(const Module &m, poplar::Engine &engine, std::FILE *ou
         writeAll(out, head.data(), head.size());
         for (std::size_t k = 0; k < f.inputBytes.size(); ++k) writeAll(out, ins[k], f.inputBytes[k]);
         std::fflush(out);
+        inputs.finish(); // the answer comes after the run's payload
         std::string line;
         if (!readLine(line)) throw std::runtime_error("protocol: input ended while host function " + std::string(f.handle) + " waited for its results");
         const std::vector<std::string> w = words(line);
@@ -328,16 +366,37 @@ void connectHostFunctions(const Module &m, poplar::Engine &engine, std::FILE *ou
   }
 }
 
+// Input stream i's copies come from `inputs` as the device takes them: copy k of replica r is
+// where the circular buffer would hold it (copies in order, replicas side by side).
+void connectInputs(const Module &m, const Device &d, poplar::Engine &engine, RunInputs &inputs, std::vector<std::vector<char>> &inBuf,
+                   std::vector<std::vector<std::size_t>> &count) {
+  count.assign(inBuf.size(), std::vector<std::size_t>(m.replicas, 0));
+  for (std::size_t i = 0; i < inBuf.size(); ++i) {
+    if (m.inputBytes[i] == 0) continue;
+    const std::size_t per = d.inFifo[i].numElements() * d.graph.getTarget().getTypeSize(d.inFifo[i].elementType());
+    if (per == 0 || m.inputBytes[i] % (per * m.replicas) != 0) {
+      throw std::runtime_error("run: " + std::to_string(per) + " bytes per copy do not divide input stream " + std::to_string(i) + "'s " + std::to_string(m.inputBytes[i]));
+    }
+    for (unsigned r = 0; r < m.replicas; ++r) {
+      engine.connectStreamToCallback("in" + std::to_string(i), r, [&m, &inputs, &inBuf, &count, i, r, per](void *p) {
+        const std::size_t at = (count[i][r]++ * per * m.replicas) % m.inputBytes[i] + r * per;
+        inputs.need(i, at + per);
+        std::memcpy(p, inBuf[i].data() + at, per);
+      });
+    }
+  }
+}
+
 void serve(poplar::Engine &engine, std::FILE *out, const Module &m, const Device &d) {
   std::vector<std::vector<char>> inBuf(m.inputBytes.size()), outBuf(m.outputBytes.size());
+  RunInputs inputs(inBuf);
   std::mutex hostLock;
-  connectHostFunctions(m, engine, out, hostLock);
+  connectHostFunctions(m, engine, out, hostLock, inputs);
   // run program 1 (seeding stochastic rounding) before the next run after the seed is written
   bool reseed = m.stochasticRounding;
-  for (std::size_t i = 0; i < inBuf.size(); ++i) {
-    inBuf[i].resize(m.inputBytes[i]);
-    if (m.inputBytes[i] > 0) engine.connectStream("in" + std::to_string(i), inBuf[i].data(), inBuf[i].data() + inBuf[i].size());
-  }
+  for (std::size_t i = 0; i < inBuf.size(); ++i) inBuf[i].resize(m.inputBytes[i]);
+  std::vector<std::vector<std::size_t>> inCount;
+  connectInputs(m, d, engine, inputs, inBuf, inCount);
   for (std::size_t i = 0; i < outBuf.size(); ++i) {
     outBuf[i].resize(m.outputBytes[i]);
     if (m.outputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());
@@ -379,7 +438,8 @@ void serve(poplar::Engine &engine, std::FILE *out, const Module &m, const Device
           throw std::runtime_error("run: input stream " + std::to_string(i) + " needs " + std::to_string(m.inputBytes[i]) + " bytes, got " + std::to_string(n));
         }
       }
-      for (auto &b : inBuf) readExact(b.data(), b.size());
+      inputs.start();
+      for (auto &c : inCount) std::fill(c.begin(), c.end(), 0);
       if (reseed) {
         engine.run(1);
         reseed = false;
@@ -391,6 +451,7 @@ void serve(poplar::Engine &engine, std::FILE *out, const Module &m, const Device
         connectFeeds(m, engine, out, outBuf, perCopy, count, hostLock);
       }
       engine.run(0);
+      inputs.finish();
       if (feed) {
         for (std::size_t i = 0; i < outBuf.size(); ++i) {
           if (m.outputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());

@@ -141,7 +141,9 @@ void EngineRuntime::streamCopy(const ProgramNode &n, unsigned replica) {
     else gather(replica, t.regions, es, slot);
     return;
   }
-  std::vector<std::uint8_t> tmp(per);
+  // kept between copies: a fresh buffer of a large copy is pages to fault in every time
+  thread_local std::vector<std::uint8_t> tmp;
+  tmp.resize(per);
   auto call = [&] {
     std::lock_guard<std::mutex> lock(callbackMutex_);
     (*cb)(tmp.data());
