@@ -129,6 +129,16 @@ describe('MultiVertex codelets never let two workers write one 32-bit word', () 
   });
 });
 
+test('exp and erf vertices of large tensors are built for wider vectors (TG_WIDE), of small ones and without them not', () => {
+  const large = generated((b) => b.output('y', b.op('erf', [b.op('exp', [b.input('x', 'float32', [64, 512])])]))).codelets;
+  expect(large).toMatch(/TG_WIDE bool compute\(unsigned workerId\)[^]*tg::expFloat[^]*tg::erfFloat/);
+  const small = generated((b) => b.output('y', b.op('exp', [b.input('x', 'float32', [4, 10])]))).codelets;
+  expect(small).toContain('tg::expFloat');
+  expect(small).not.toContain('TG_WIDE bool');
+  const plain = generated((b) => b.output('y', b.op('add', [b.input('x', 'float32', [64, 512]), b.input('z', 'float32', [64, 512])]))).codelets;
+  expect(plain).not.toContain('TG_WIDE bool');
+});
+
 describe('broadcast inputs that repeat along the output are connected as the elements a vertex reads, not broadcast', () => {
   test.each([
     ['a per-channel scale', [3, 1, 1], [2, 3, 8, 10], { inner: 80, size: 3 }],

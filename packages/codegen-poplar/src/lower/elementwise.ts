@@ -21,6 +21,8 @@ export const ELEMENTWISE_OP_NAMES = [
 const ELEMENTWISE = new Set<string>(ELEMENTWISE_OP_NAMES);
 /** Element kinds whose float code (the prelude's expFloat and erfFloat) gains from wider vectors. */
 const WIDE_KINDS = new Set(['exp', 'erf', 'sigmoid']);
+/** The fewest elements an element-wise compute set has for its vertex class to be built for wider vectors. */
+const WIDE_MIN_ELEMENTS = 16384;
 
 export function isElementwise(op: Op): boolean {
   return ELEMENTWISE.has(op.kind);
@@ -412,8 +414,9 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
     nodeExprs.push(`v${k}`);
   });
   const outTypes = spec.outputs.map((o) => typeName(spec.nodes[o.node]!.dtype, tn));
-  // exp and erf in plain arithmetic are worth the wider vectors (see TG_WIDE in the prelude)
-  const wide = spec.nodes.some((nd) => isFloat(nd.dtype) && (WIDE_KINDS.has(nd.kind) || (nd.kind === 'gelu' && nd.attrs['approximate'] !== 'tanh')));
+  // exp and erf in plain arithmetic are worth the wider vectors (see TG_WIDE in the prelude) on
+  // large tensors; on small ones, the clones would only add build time
+  const wide = n >= WIDE_MIN_ELEMENTS && spec.nodes.some((nd) => isFloat(nd.dtype) && (WIDE_KINDS.has(nd.kind) || (nd.kind === 'gelu' && nd.attrs['approximate'] !== 'tanh')));
   spec.outputs.forEach((o, m) => {
     fields.push(`  poplar::Output<${outputVector(outTypes[m]!)}> out${m};`);
     perElement.push(`out${m}[i] = v${o.node};`);
