@@ -139,6 +139,17 @@ std::atomic<const Kernel *> &currentKernel() {
   return current;
 }
 
+/// The kernel for a product of n columns: the current one, except that at most 16 columns (a
+/// classifier's few classes) would fill a third of the AVX-512 kernel's 48, where the AVX2
+/// kernel's 16 fit them (every kernel gives the same bits).
+const Kernel &kernelFor(std::size_t n) {
+  const Kernel *k = currentKernel().load(std::memory_order_relaxed);
+  if (k->NR == kAvx512NR && n <= static_cast<std::size_t>(kAvxNR))
+    for (const auto &other : availableKernels())
+      if (other.NR == kAvxNR) return other;
+  return *k;
+}
+
 /// A full panel: kc rows of NR floats, a copy of a known size the compiler inlines.
 template <std::size_t NR> void packFullPanel(const float *B, std::size_t ldb, std::size_t kc, float *out) {
   for (std::size_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, B + p * ldb, NR * sizeof(float));
@@ -291,7 +302,7 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
     for (std::size_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
     return;
   }
-  const Kernel &K = *currentKernel().load(std::memory_order_relaxed);
+  const Kernel &K = kernelFor(n);
   const int MR = K.MR, NR = K.NR;
   const std::size_t NC = NCMax / NR * NR;
   const std::size_t ncMax = std::min(NC, (n + NR - 1) / NR * NR), kcMax = std::min(KC, k);
