@@ -207,6 +207,8 @@ const deferLoad: unique symbol = Symbol('deferLoad');
 
 export class CompiledBackend implements Backend {
   readonly kind = 'compiled';
+  /** runSteps joins the inputs' bytes into the command before its first wait. */
+  readonly copiesInputsAtOnce = true;
   readonly plan: BuildPlan;
   /** Whether the build came from the executable cache (and why not): see Backend.cache. */
   readonly cache: BackendCacheStatus | undefined;

@@ -21,6 +21,13 @@ export interface Backend {
    * that output's values of this run.
    */
   runFed?(streams: Readonly<Record<string, readonly Tensor[]>>, onOutput: OutputListener): Promise<Record<string, Tensor[]>>;
+  /**
+   * run(), runAsync() and runFed() copy the stream tensors' data before they return or first let
+   * the event loop run, so the session may hand them views of the caller's inputs instead of
+   * copies (the compiled backend writes them into its command at once; the reference interpreter
+   * reads them as it goes).
+   */
+  readonly copiesInputsAtOnce?: boolean;
   /** Ends what the backend holds (its process); it is not used afterwards. */
   dispose?(): void;
   /**

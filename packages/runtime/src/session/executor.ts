@@ -542,7 +542,8 @@ export abstract class PoplarExecutor {
     const n = microBatchesPerRun(l);
     const streams: Record<string, Tensor[]> = {};
     if (this.options.synthetic_data) return streams; // the program has no input streams
-    for (const { name, type } of this.inputTypes()) streams[name] = streamForReplicas(splitBatch(name, tensors[name]!, type, n), l);
+    const views = this.backend?.copiesInputsAtOnce === true;
+    for (const { name, type } of this.inputTypes()) streams[name] = streamForReplicas(splitBatch(name, tensors[name]!, type, n, views), l);
     return streams;
   }
 

@@ -25,8 +25,11 @@ export function runShape(part: TensorType, n: number): number[] {
   return part.shape.length === 0 ? [n] : [n * part.shape[0]!, ...part.shape.slice(1)];
 }
 
-/** Splits the first dimension of `t` into `n` equal parts (a scalar per part when the part type is a scalar). */
-export function splitBatch(name: string, t: Tensor, part: TensorType, n: number): Tensor[] {
+/**
+ * Splits the first dimension of `t` into `n` equal parts (a scalar per part when the part type is
+ * a scalar): copies, or with `views` parts sharing t's data.
+ */
+export function splitBatch(name: string, t: Tensor, part: TensorType, n: number, views = false): Tensor[] {
   const want = runShape(part, n);
   if (t.dtype !== part.dtype || !shapesEqual(t.shape, want)) {
     const per = `${part.dtype}${formatShape(part.shape)}`;
@@ -38,7 +41,7 @@ export function splitBatch(name: string, t: Tensor, part: TensorType, n: number)
   }
   const size = numElements(part.shape);
   const out: Tensor[] = [];
-  for (let i = 0; i < n; i++) out.push(new Tensor(part.dtype, part.shape, t.data.slice(i * size, (i + 1) * size)));
+  for (let i = 0; i < n; i++) out.push(new Tensor(part.dtype, part.shape, views ? t.data.subarray(i * size, (i + 1) * size) : t.data.slice(i * size, (i + 1) * size)));
   return out;
 }
 

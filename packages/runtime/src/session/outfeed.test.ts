@@ -58,6 +58,20 @@ for (const [name, settings] of [['compiled', {}], ['reference', { backend: refer
       m.dispose();
     }
   }, 300_000);
+
+  test(`a run keeps the inputs it started with when the caller changes them while it goes on (${name})`, async () => {
+    const m = inferenceModel(model(), new Options().deviceIterations(ITER), settings);
+    try {
+      const want = (await m.runAsync({ x }))['y']!;
+      const mine = new Tensor(x.dtype, x.shape, x.data.slice());
+      const feed = m.outfeed();
+      const run = m.runAsync({ x: mine });
+      for await (const item of feed) if (item.index === 0) mine.data.fill(100); // later iterations not made yet
+      expect(tensorsIdentical((await run)['y']!, want)).toBe(true);
+    } finally {
+      m.dispose();
+    }
+  }, 300_000);
 }
 
 test('a failed run ends its outfeed with the error; run() fills it when it returns', async () => {
