@@ -303,13 +303,26 @@ void connectFeeds(const Module &m, poplar::Engine &engine, std::FILE *out, std::
 // ones are still arriving. Whatever the device did not ask for is read by finish().
 class RunInputs {
 public:
-  explicit RunInputs(std::vector<std::vector<char>> &bufs) : bufs_(bufs), stream_(bufs.size()) {}
+  RunInputs(std::vector<std::vector<char>> &bufs, unsigned replicas)
+      : bufs_(bufs), stream_(bufs.size()), replicas_(replicas), count_(bufs.size(), std::vector<std::size_t>(replicas, 0)) {}
   // a new run's payload follows on stdin
   void start() {
     stream_ = 0;
     at_ = 0;
     skipRead();
+    for (auto &c : count_) std::fill(c.begin(), c.end(), 0);
   }
+  // the next copy (`per` bytes) of stream i for replica r, where the circular buffer would hold it
+  // (copies in order, replicas side by side)
+  void copy(std::size_t i, unsigned r, std::size_t per, void *p) {
+    const std::size_t at = (count_[i][r]++ * per * replicas_) % bufs_[i].size() + r * per;
+    need(i, at + per);
+    std::memcpy(p, bufs_[i].data() + at, per);
+  }
+  // the rest of the run's payload
+  void finish() { need(bufs_.size(), 0); }
+
+private:
   // bytes [0, end) of stream i have arrived (callbacks of different replicas may ask at once)
   void need(std::size_t i, std::size_t end) {
     const std::lock_guard<std::mutex> guard(lock_);
@@ -324,14 +337,13 @@ public:
       skipRead();
     }
   }
-  void finish() { need(bufs_.size(), 0); }
-
-private:
   void skipRead() {
     while (stream_ < bufs_.size() && at_ == bufs_[stream_].size()) ++stream_, at_ = 0;
   }
   std::vector<std::vector<char>> &bufs_;
   std::size_t stream_, at_ = 0;
+  const unsigned replicas_;
+  std::vector<std::vector<std::size_t>> count_; // copies taken this run, by stream and replica
   std::mutex lock_;
 };
 
@@ -366,37 +378,29 @@ void connectHostFunctions(const Module &m, poplar::Engine &engine, std::FILE *ou
   }
 }
 
-// Input stream i's copies come from `inputs` as the device takes them: copy k of replica r is
-// where the circular buffer would hold it (copies in order, replicas side by side).
-void connectInputs(const Module &m, const Device &d, poplar::Engine &engine, RunInputs &inputs, std::vector<std::vector<char>> &inBuf,
-                   std::vector<std::vector<std::size_t>> &count) {
-  count.assign(inBuf.size(), std::vector<std::size_t>(m.replicas, 0));
-  for (std::size_t i = 0; i < inBuf.size(); ++i) {
+// Input stream i's copies come from `inputs` as the device takes them.
+void connectInputs(const Module &m, const Device &d, poplar::Engine &engine, RunInputs &inputs) {
+  for (std::size_t i = 0; i < m.inputBytes.size(); ++i) {
     if (m.inputBytes[i] == 0) continue;
     const std::size_t per = d.inFifo[i].numElements() * d.graph.getTarget().getTypeSize(d.inFifo[i].elementType());
     if (per == 0 || m.inputBytes[i] % (per * m.replicas) != 0) {
       throw std::runtime_error("run: " + std::to_string(per) + " bytes per copy do not divide input stream " + std::to_string(i) + "'s " + std::to_string(m.inputBytes[i]));
     }
     for (unsigned r = 0; r < m.replicas; ++r) {
-      engine.connectStreamToCallback("in" + std::to_string(i), r, [&m, &inputs, &inBuf, &count, i, r, per](void *p) {
-        const std::size_t at = (count[i][r]++ * per * m.replicas) % m.inputBytes[i] + r * per;
-        inputs.need(i, at + per);
-        std::memcpy(p, inBuf[i].data() + at, per);
-      });
+      engine.connectStreamToCallback("in" + std::to_string(i), r, [&inputs, i, r, per](void *p) { inputs.copy(i, r, per, p); });
     }
   }
 }
 
 void serve(poplar::Engine &engine, std::FILE *out, const Module &m, const Device &d) {
   std::vector<std::vector<char>> inBuf(m.inputBytes.size()), outBuf(m.outputBytes.size());
-  RunInputs inputs(inBuf);
+  for (std::size_t i = 0; i < inBuf.size(); ++i) inBuf[i].resize(m.inputBytes[i]);
+  RunInputs inputs(inBuf, m.replicas);
   std::mutex hostLock;
   connectHostFunctions(m, engine, out, hostLock, inputs);
   // run program 1 (seeding stochastic rounding) before the next run after the seed is written
   bool reseed = m.stochasticRounding;
-  for (std::size_t i = 0; i < inBuf.size(); ++i) inBuf[i].resize(m.inputBytes[i]);
-  std::vector<std::vector<std::size_t>> inCount;
-  connectInputs(m, d, engine, inputs, inBuf, inCount);
+  connectInputs(m, d, engine, inputs);
   for (std::size_t i = 0; i < outBuf.size(); ++i) {
     outBuf[i].resize(m.outputBytes[i]);
     if (m.outputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());
@@ -439,7 +443,6 @@ void serve(poplar::Engine &engine, std::FILE *out, const Module &m, const Device
         }
       }
       inputs.start();
-      for (auto &c : inCount) std::fill(c.begin(), c.end(), 0);
       if (reseed) {
         engine.run(1);
         reseed = false;

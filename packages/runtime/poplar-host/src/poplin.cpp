@@ -175,7 +175,8 @@ void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, con
                                    const float *src = col[j0 + q + j] + p0;
                                    for (std::size_t p = 0; p < kc; ++p) out[p * nr + j] = src[p];
                                  }
-                                 for (std::size_t p = 0; p < kc; ++p) std::fill(out + p * nr + w, out + (p + 1) * nr, 0.0f);
+                                 if (w < nr)
+                                   for (std::size_t p = 0; p < kc; ++p) std::fill(out + p * nr + w, out + (p + 1) * nr, 0.0f);
                                }
                              },
                              c + g * m * n, n);
