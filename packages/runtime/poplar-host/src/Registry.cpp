@@ -58,6 +58,37 @@ std::string canonicalVertexName(const std::string &name) {
   return out;
 }
 
+VertexBuilder::VertexBuilder(const char *name, bool multiVertex, unsigned numWorkers, void *(*create)(),
+                             void (*destroy)(void *), unsigned (*compute)(void *))
+    : desc_(new VertexDesc) {
+  desc_->name = name;
+  desc_->multiVertex = multiVertex;
+  desc_->numWorkers = numWorkers;
+  desc_->create = create;
+  desc_->destroy = destroy;
+  desc_->compute = compute;
+}
+
+VertexBuilder::~VertexBuilder() = default;
+
+void VertexBuilder::field(const FieldSpec &spec) {
+  FieldDesc f;
+  f.name = spec.name;
+  f.supported = spec.supported;
+  f.direction = spec.direction;
+  f.shape = spec.shape;
+  f.elementType = poplar::Type(spec.elementType);
+  f.offset = spec.offset;
+  f.bindMember = spec.bindMember;
+  f.setMember = spec.setMember;
+  desc_->fields.push_back(std::move(f));
+}
+
+void VertexBuilder::add() {
+  registerVertex(std::move(*desc_));
+  desc_.reset();
+}
+
 void registerVertex(VertexDesc desc) {
   std::lock_guard<std::mutex> lock(registryMutex());
   desc.name = canonicalVertexName(desc.name);

@@ -45,10 +45,12 @@
 // A vertex class that cannot be parsed stops the tool with a message naming
 // the class and line, and exit status 1.
 
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { dirname, relative, resolve, isAbsolute } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-class ReflectError extends Error {}
+/** A codelets file this tool cannot read; its message names the file and line. */
+export class ReflectError extends Error {}
 
 // --- lexing ---------------------------------------------------------------------
 
@@ -637,7 +639,12 @@ function cppString(s) {
   return JSON.stringify(s);
 }
 
-function generate(inputs, outFile) {
+/**
+ * Writes the registry for the codelets files `inputs` to `outFile` and returns what it registered.
+ * Warnings (a template vertex without an instantiation) go to `warn`; a file it cannot read throws
+ * a ReflectError. The build driver calls it in its own process, which saves starting one.
+ */
+export function generate(inputs, outFile, warn = (msg) => process.stderr.write(`popc-reflect: warning: ${msg}\n`)) {
   const outDir = dirname(resolve(outFile));
   const includes = [];
   const registrations = []; // {ns, cppType, names, members, noConstruct}
@@ -670,7 +677,7 @@ function generate(inputs, outFile) {
       }
       const insts = instantiations.filter((inst) => lookupClass(classes, inst.ns, inst.qual) === cls);
       if (insts.length === 0) {
-        process.stderr.write(`popc-reflect: warning: ${file}:${cls.line}: template vertex '${qualified(cls)}' has no explicit instantiation; it is not registered\n`);
+        warn(`${file}:${cls.line}: template vertex '${qualified(cls)}' has no explicit instantiation; it is not registered`);
       }
       for (const inst of insts) {
         const names = [`${qualified(cls)}<${inst.args.join(',')}>`];
@@ -692,8 +699,13 @@ function generate(inputs, outFile) {
   for (const r of registrations) lines.push(`//   ${r.names.join('  =  ')}: ${r.members.join(', ') || '(no fields)'}`);
   lines.push('#include <poplar/Vertex.hpp>');
   lines.push('#include <poplar_host/VertexRegistry.hpp>');
+  lines.push('#include <cstddef>');
   for (const inc of includes)
-    if (inc !== '<poplar/Vertex.hpp>') lines.push(`#include ${inc}`);
+    if (inc !== '<poplar/Vertex.hpp>' && inc !== '<cstddef>') lines.push(`#include ${inc}`);
+  lines.push('');
+  lines.push('// a field inherited from a base vertex class makes the class not standard-layout, where');
+  lines.push('// offsetof is conditionally supported: GCC and Clang support it for classes without virtual bases');
+  lines.push('#pragma GCC diagnostic ignored "-Winvalid-offsetof"');
   lines.push('');
   lines.push('namespace {');
   for (const src of sources) lines.push(`#include ${cppString(src)}`);
@@ -702,10 +714,17 @@ function generate(inputs, outFile) {
   lines.push('namespace {');
   registrations.forEach((r, k) => {
     for (const part of r.ns) lines.push(`namespace ${part} {`);
+    // the fields as a table of constants (code per field would take a good part of the build)
     lines.push(`void poplarHostRegister${k}() {`);
+    lines.push(`  using RegisteredVertex = ${r.cppType};`);
+    if (r.members.length > 0) {
+      lines.push('  static constexpr poplar_host::FieldSpec kFields[] = {');
+      for (const m of r.members) lines.push(`      poplar_host::fieldSpec<decltype(RegisteredVertex::${m})>(${cppString(m)}, offsetof(RegisteredVertex, ${m})),`);
+      lines.push('  };');
+    }
     for (const name of r.names) {
-      lines.push(`  poplar_host::VertexType<${r.cppType}${r.noConstruct ? ', false' : ''}>(${cppString(name)})`);
-      for (const m of r.members) lines.push(`      .field(${cppString(m)}, &${r.cppType}::${m})`);
+      lines.push(`  poplar_host::VertexType<RegisteredVertex${r.noConstruct ? ', false' : ''}>(${cppString(name)})`);
+      lines.push(`      .fields(${r.members.length > 0 ? 'kFields' : 'nullptr'}, ${r.members.length})`);
       lines.push('      .add();');
     }
     lines.push('}');
@@ -751,4 +770,12 @@ function main(argv) {
   }
 }
 
-process.exitCode = main(process.argv.slice(2));
+// a command when run as one; a module when imported
+const isEntry = () => {
+  try {
+    return process.argv[1] !== undefined && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+};
+if (isEntry()) process.exitCode = main(process.argv.slice(2));

@@ -10,6 +10,7 @@ import { Job, JobFailure, runJobs } from './sync.js';
 import { Waiting, driveSync } from './drive.js';
 import { SdkVersion, Toolchain, findOnPath, findToolchain, firstLine } from './toolchain.js';
 import { BuildInputs, explainCacheMiss } from './explain.js';
+import { ReflectError, generate as generateRegistry } from '../../poplar-host/tools/popc-reflect.js';
 import { EntryExpectation, ManifestInfo, autoPrune, cacheMaxBytes, checkCacheDir, discardEntry, entryProblem, exists, resolveCacheDir, sealEntry, stderrWarning, touchEntry } from './cache.js';
 
 /**
@@ -449,20 +450,20 @@ function emulationObjects(
       .sort((a, b) => bySize(b) - bySize(a))
       .map((o) => [o, path.join(at, path.basename(o.dir))]),
   );
-  const first: Job[] = [];
-  const second: Job[] = [];
+  const jobs: Job[] = [];
   const builtObject = (o: ObjectEntry) => path.join(missing.get(o)!, path.basename(o.object));
   for (const [o, dir] of missing) {
     fs.mkdirSync(dir, { recursive: true });
     if (o !== registry) {
       fs.writeFileSync(path.join(dir, o.file), sources.files[o.file as ReturnType<typeof hostUnits>[number]]!);
-      second.push({ cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-I', include, '-c', path.join(dir, o.file), '-o', builtObject(o)], cwd: dir, label: o.file });
+      jobs.push({ cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-I', include, '-c', path.join(dir, o.file), '-o', builtObject(o)], cwd: dir, label: o.file });
     } else {
       // The registry includes codelets.cpp (popc-reflect's stand-in for popc), so the codelets
-      // are compiled once, there; popc-reflect takes a fraction of a second.
+      // are compiled once, there. popc-reflect runs here, in a few milliseconds, where a process
+      // of its own would take a tenth of a second to start, on the way to the longest compile.
       fs.writeFileSync(path.join(dir, 'codelets.cpp'), sources.files['codelets.cpp']);
-      first.push({ cmd: t.node, args: [path.join(t.poplarHost, 'tools', 'popc-reflect.js'), path.join(dir, 'codelets.cpp'), '-o', path.join(dir, 'codelets_registry.cpp')], cwd: dir, label: 'popc-reflect' });
-      second.push({ cmd: t.cxx, args: [...COMPILE_FLAGS.codelets, ...lib.pch, '-I', include, '-c', path.join(dir, 'codelets_registry.cpp'), '-o', builtObject(o)], cwd: dir, label: 'codelets_registry.cpp' });
+      reflectCodelets(path.join(dir, 'codelets.cpp'), path.join(dir, 'codelets_registry.cpp'), warn);
+      jobs.push({ cmd: t.cxx, args: [...COMPILE_FLAGS.codelets, ...lib.pch, '-I', include, '-c', path.join(dir, 'codelets_registry.cpp'), '-o', builtObject(o)], cwd: dir, label: 'codelets_registry.cpp' });
     }
   }
   const publishAll = () => {
@@ -477,9 +478,19 @@ function emulationObjects(
   return {
     objects: all.map((o) => (missing.has(o) ? builtObject(o) : o.object)),
     dirs: all.map((o) => o.dir),
-    stages: [first, second].filter((s) => s.length > 0),
+    stages: jobs.length > 0 ? [jobs] : [],
     publish: publishAll,
   };
+}
+
+/** popc-reflect's registry for a codelets file; a file it cannot read is reported as a failed build step. */
+function reflectCodelets(codelets: string, registry: string, warn: (msg: string) => void): void {
+  try {
+    generateRegistry([codelets], registry, (msg) => warn(`popc-reflect: ${msg}`));
+  } catch (e) {
+    if (!(e instanceof ReflectError)) throw e;
+    throw new DiagnosticError(error(`the build failed: popc-reflect could not read the codelets: ${e.message}`, undefined, ['the generated codelets.cpp is kept in the build folder when TILEGRAPH_DEBUG=1 is set']));
+  }
 }
 
 /** The build folder's subfolder where objects not in the cache are compiled (moved into their entries after the link). */

@@ -84,3 +84,12 @@ test('a damaged object is reported, discarded and compiled again', () => {
   const backend = new CompiledBackend({ ...built, initial: initialState(m) });
   backend.dispose();
 });
+
+test('codelets popc-reflect cannot read end the build with a diagnostic naming the line, and leave no entry', () => {
+  const sources = generatePoplar(model(9));
+  const broken = { ...sources, files: { ...sources.files, 'codelets.cpp': `${sources.files['codelets.cpp']}\nnamespace tg {\nclass Broken : public poplar::Vertex {\n  poplar::Input<float> in;\n` } };
+  const entries = () => fs.readdirSync(cacheDir).sort();
+  const before = entries();
+  expect(() => buildExecutable(broken, { cacheDir, showProgress: false })).toThrow(/the build failed: popc-reflect could not read the codelets: .*codelets\.cpp:\d+: /);
+  expect(entries()).toEqual(before);
+});
