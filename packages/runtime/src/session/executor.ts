@@ -85,6 +85,8 @@ export abstract class PoplarExecutor {
   private labelChecks: LabelCheck[] | undefined;
   /** The options that shape the compiled step, as they were at compilation. */
   private compiledWith: Record<string, unknown> | undefined;
+  /** compiledWith's values as JSON text, for the check before each run. */
+  private compiledText: Record<string, string> = {};
   protected runs = 0;
   /** The asynchronous call under way ('runAsync()', ...), during which other calls are refused. */
   private inFlight: string | undefined;
@@ -261,6 +263,7 @@ export abstract class PoplarExecutor {
     for (const [name, t] of this.host) this.writeToDevice(name, t);
     this.hostDirty = false;
     this.compiledWith = compiledOptions(this.options);
+    this.compiledText = Object.fromEntries(Object.entries(this.compiledWith).map(([k, v]) => [k, JSON.stringify(v)]));
     const seconds = { passes: (times[1] - times[0]) / 1000, start: (performance.now() - times[1]) / 1000 };
     const compiled = compiledOf(backend);
     const plan = compiled ? { plan: compiled.plan } : {};
@@ -415,7 +418,7 @@ export abstract class PoplarExecutor {
   /** The options the step was compiled with must still hold: the program's loops and the host layout follow them. */
   private checkOptionsUnchanged(): void {
     const now = compiledOptions(this.options);
-    const changed = Object.keys(now).filter((k) => JSON.stringify(now[k]) !== JSON.stringify(this.compiledWith![k]));
+    const changed = Object.keys(now).filter((k) => JSON.stringify(now[k]) !== this.compiledText[k]);
     if (changed.length) {
       throw new DiagnosticError(
         error('the options changed after the model was compiled', undefined, [

@@ -133,17 +133,17 @@ export function optionsWithoutEffect(options: Options, kind: 'training' | 'infer
 
 /** The options a compiled step depends on (the output mode is applied on the host and may change). */
 export function compiledOptions(o: Options): Record<string, unknown> {
-  const j = o.toJSON();
+  // through the getters: a run checks these, and the whole toJSON() cost more than a tiny model's run
   return {
-    deviceIterations: j.device_iterations,
-    replicationFactor: j.replication_factor,
-    inputReplicaGrouping: [j.input_group_size, j.input_group_type],
-    anchorTensor: j.anchored_tensors,
-    randomSeed: j.random_seed,
-    enableSyntheticData: j.synthetic_data,
-    autoRecomputation: j.auto_recomputation,
-    automaticLossScalingSettings: j.automatic_loss_scaling_settings,
-    Training: j.Training,
-    TensorLocations: j.TensorLocations,
+    deviceIterations: o.device_iterations,
+    replicationFactor: o.replication_factor,
+    inputReplicaGrouping: [o.input_group_size, o.input_group_type],
+    anchorTensor: o.anchored_tensors,
+    randomSeed: o.random_seed,
+    enableSyntheticData: o.synthetic_data,
+    autoRecomputation: o.auto_recomputation,
+    automaticLossScalingSettings: o.automatic_loss_scaling_settings,
+    Training: o.Training.toJSON(),
+    TensorLocations: o.TensorLocations.toJSON(),
   };
 }
