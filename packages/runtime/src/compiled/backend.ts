@@ -285,10 +285,10 @@ export class CompiledBackend implements Backend {
     return new ProcessReplicasBackend(b, d, module.replicationFactor);
   }
 
-  /** Sends a command; `owned`: the parts were made for it and are not used again (see requestSteps). */
-  private *command(parts: Uint8Array[], what: string, onFeed?: FeedListener, onCall?: HostCallListener, owned = false): Waiting<{ sizes: number[]; payload: Uint8Array }> {
+  /** Sends a command (its parts are copied at once: the caller may change them afterwards). */
+  private *command(parts: Uint8Array[], what: string, onFeed?: FeedListener, onCall?: HostCallListener): Waiting<{ sizes: number[]; payload: Uint8Array }> {
     try {
-      return yield* this.proc.requestSteps(parts, this.timeoutMs, onFeed, onCall, owned);
+      return yield* this.proc.requestSteps(parts, this.timeoutMs, onFeed, onCall);
     } catch (e) {
       asDiagnostic(e, `the compiled program failed while ${what}`);
     }
@@ -348,17 +348,18 @@ export class CompiledBackend implements Backend {
       const list = streams[s.name];
       if (!list) throw new DiagnosticError(error(`no data was given for input '${s.name}'`));
       if (list.length < need) throw new DiagnosticError(error(`input '${s.name}' ran out of data after ${list.length} micro-batches`));
-      const parts: Uint8Array[] = [];
+      let bytes = 0;
       for (let k = 0; k < need; k++) {
         const t = list[k]!;
         if (t.dtype !== s.dtype || !shapesEqual(t.shape, s.shape)) {
           throw new DiagnosticError(error(`input '${s.name}' expects ${formatType(s)} but was given ${t.dtype}${formatShape(t.shape)}`));
         }
-        parts.push(tensorBytes(t));
+        // views of the caller's tensors where they can be: the request copies them once, for the worker
+        const b = tensorBytes(t);
+        payloads.push(b);
+        bytes += b.length;
       }
-      const all = concatBytes(parts);
-      sizes.push(all.length);
-      payloads.push(all);
+      sizes.push(bytes);
     }
     let line = `run ${sizes.join(' ')}`;
     let onFeed: FeedListener | undefined;
@@ -375,8 +376,7 @@ export class CompiledBackend implements Backend {
       };
     }
     const cpuCalls = new CpuCallAnswers(this.plan.hostFunctions ?? [], R);
-    // the command line and the joined payloads are new buffers of this run's own
-    const answer = yield* this.command([encoder.encode(line.trimEnd() + '\n'), ...payloads], 'running a step', onFeed, cpuCalls.listener, true);
+    const answer = yield* this.command([encoder.encode(line.trimEnd() + '\n'), ...payloads], 'running a step', onFeed, cpuCalls.listener);
     cpuCalls.finish();
     if (answer.sizes.length !== this.plan.outputs.length) {
       throw new DiagnosticError(error(`the executable returned ${answer.sizes.length} streams but the plan has ${this.plan.outputs.length}`));

@@ -131,3 +131,55 @@ describe('driving Waiting work', () => {
     expect(log.at(-1)).toBe('outside');
   });
 });
+
+/** A child that answers "echo <n>" and n bytes with the same bytes, each byte plus one, and exits at any other line. */
+function echoPlusOne(): SyncProcess {
+  const src = `
+    let buf = Buffer.alloc(0);
+    process.stdin.on('data', (d) => {
+      buf = buf.length ? Buffer.concat([buf, d]) : d;
+      for (;;) {
+        const nl = buf.indexOf(10);
+        if (nl < 0) return;
+        const words = buf.subarray(0, nl).toString().split(' ');
+        if (words[0] !== 'echo') process.exit(0);
+        const n = Number(words[1]);
+        if (buf.length < nl + 1 + n) return;
+        const body = Buffer.from(buf.subarray(nl + 1, nl + 1 + n));
+        for (let i = 0; i < n; i++) body[i] = body[i] + 1;
+        buf = buf.subarray(nl + 1 + n);
+        process.stdout.write('ok ' + n + '\\n');
+        process.stdout.write(body);
+      }
+    });`;
+  return new SyncProcess(process.execPath, ['-e', src], tmp);
+}
+
+test('large requests go through recycled buffers; each answer is of the bytes as they were when it was asked, whatever the caller does next', () => {
+  const p = echoPlusOne();
+  try {
+    // sizes that reuse a handed-back buffer, fit in a larger one, and need a new one
+    for (const [k, size] of [1 << 20, 1 << 20, 300_000, 2 << 20, 70_000, 1000].entries()) {
+      const a = new Uint8Array(size / 2).fill(k);
+      const b = new Uint8Array(size - size / 2).map((_, i) => (i * 7 + k) & 255);
+      const expected = new Uint8Array(size);
+      expected.set(a);
+      expected.set(b, a.length);
+      for (let i = 0; i < size; i++) expected[i] = (expected[i]! + 1) & 255;
+      const work = p.requestSteps([new TextEncoder().encode(`echo ${size}\n`), a, b], 20_000);
+      const first = work.next();
+      // the request has been handed to the writer: the caller's arrays may change now
+      a.fill(255);
+      b.fill(255);
+      let r = first;
+      while (!r.done) {
+        if (r.value) Atomics.wait(r.value.signal, 0, r.value.seen, r.value.timeoutMs);
+        r = work.next();
+      }
+      expect(r.value.sizes).toEqual([size]);
+      expect(Buffer.compare(Buffer.from(r.value.payload), Buffer.from(expected))).toBe(0);
+    }
+  } finally {
+    p.close();
+  }
+});

@@ -214,8 +214,13 @@ if (workerData.mode === 'jobs') {
   parentPort.on('message', (req) => {
     if (closed) { post({ type: 'closed', code: null, signal: null, stderr, pending: true }); return; }
     pending = req.expectAnswer;
-    // the parts were transferred to this thread: written from where they lie, not copied again
-    for (const part of req.parts) child.stdin.write(Buffer.from(part.buffer, part.byteOffset, part.byteLength));
+    // the parts were transferred to this thread: written from where they lie, not copied again;
+    // a request buffer to recycle goes back once the pipe has taken it (no wake-up: the main
+    // thread finds it when it next looks)
+    for (const part of req.parts) {
+      const done = req.recycle ? () => port.postMessage({ type: 'spare', buffer: part.buffer }, [part.buffer]) : undefined;
+      child.stdin.write(Buffer.from(part.buffer, part.byteOffset, part.byteLength), done);
+    }
     if (req.end) child.stdin.end();
     parse();
   });
@@ -348,15 +353,14 @@ let exitHook = false;
  * deadline) for its answer; requestSteps() is the same for driveAsync. One request at a time. The
  * child is killed on timeouts and when this process exits.
  */
-/** The parts as buffers to transfer: those that are a whole buffer, once, as they are; copies of the rest. */
-function handOver(parts: readonly Uint8Array[]): Uint8Array<ArrayBuffer>[] {
-  const seen = new Set<ArrayBufferLike>();
-  return parts.map((p) => {
-    const whole = p.byteOffset === 0 && p.byteLength === p.buffer.byteLength && p.buffer instanceof ArrayBuffer && !seen.has(p.buffer);
-    seen.add(p.buffer);
-    return whole ? (p as Uint8Array<ArrayBuffer>) : p.slice();
-  });
-}
+/**
+ * Requests from RECYCLE_MIN_BYTES to RECYCLE_MAX_BYTES go in recycled buffers (larger ones, such
+ * as a big model's state, are rare and not worth keeping memory for); a process keeps at most
+ * MAX_SPARES.
+ */
+const RECYCLE_MIN_BYTES = 1 << 16;
+const RECYCLE_MAX_BYTES = 64 << 20;
+const MAX_SPARES = 2;
 
 export class SyncProcess {
   private readonly ch: Channel;
@@ -364,6 +368,8 @@ export class SyncProcess {
   private stderrTail = '';
   /** A request is waiting for its answer (a second one would take the first one's answer). */
   private waiting = false;
+  /** Request buffers the worker has written and handed back, for the next large requests. */
+  private spares: ArrayBuffer[] = [];
 
   constructor(cmd: string, args: readonly string[], cwd: string, env?: Readonly<Record<string, string | undefined>>) {
     this.ch = startWorker({ mode: 'process', cmd, args, cwd, env });
@@ -396,21 +402,19 @@ export class SyncProcess {
 
   /**
    * request() as Waiting work. Abandoned while it waits (an error thrown in), it kills the child,
-   * whose state is then unknown. The parts are copied for the worker that writes them, unless
-   * `owned` says the caller made them for this request and does not touch them again: then each
-   * part that is a whole buffer of its own is handed over as it is (a run's megabytes of inputs).
+   * whose state is then unknown. The parts are copied for the worker that writes them before this
+   * returns its first wait: the caller may change them afterwards.
    */
-  *requestSteps(parts: readonly Uint8Array[], timeoutMs: number, onFeed?: FeedListener, onCall?: HostCallListener, owned = false): Waiting<{ sizes: number[]; payload: Uint8Array }> {
+  *requestSteps(parts: readonly Uint8Array[], timeoutMs: number, onFeed?: FeedListener, onCall?: HostCallListener): Waiting<{ sizes: number[]; payload: Uint8Array }> {
     if (this.closed) throw new ChildProcessError('the executable is no longer running', this.stderrTail, null);
     if (this.waiting) throw new Error('internal error: a request to the executable was made while another one waits for its answer');
-    const copies = owned ? handOver(parts) : parts.map((p) => p.slice());
-    this.ch.worker.postMessage({ parts: copies, expectAnswer: true }, copies.map((c) => c.buffer));
+    this.post(parts);
     let deadline = Date.now() + timeoutMs;
     let m: Record<string, unknown> | undefined;
     this.waiting = true;
     try {
       for (;;) {
-        m = yield* nextMessage(this.ch, deadline);
+        m = yield* this.nextMessage(deadline);
         if (m?.['type'] === 'call' && onCall) {
           // the run waits for the answer: computed here, where the registered functions live
           const answer = onCall(m['fn'] as number, m['replica'] as number, m['sizes'] as number[], m['payload'] as Uint8Array).map((p) => p.slice());
@@ -432,7 +436,7 @@ export class SyncProcess {
     if (!m) {
       this.kill();
       // the worker reports the exit with the child's stderr
-      const after = yield* nextMessage(this.ch, Date.now() + 5000);
+      const after = yield* this.nextMessage(Date.now() + 5000);
       this.finish();
       const stderr = (after?.['stderr'] as string | undefined) ?? '';
       this.stderrTail = stderr;
@@ -456,6 +460,46 @@ export class SyncProcess {
     throw new ChildProcessError(`the executable answered '${m['line'] as string}' instead of 'ok'`, stderr, null);
   }
 
+  /**
+   * Hands a request to the worker that writes it, as one buffer transferred to it. A large request
+   * (a run's megabytes of inputs) goes in a buffer the worker has handed back after an earlier
+   * request: a fresh one per run cost ten times the copy, in page faults.
+   */
+  private post(parts: readonly Uint8Array[]): void {
+    const total = parts.reduce((n, p) => n + p.byteLength, 0);
+    const recycle = total >= RECYCLE_MIN_BYTES && total <= RECYCLE_MAX_BYTES;
+    for (let m = receiveMessageOnPort(this.ch.port); m; m = receiveMessageOnPort(this.ch.port)) this.received(m.message as Record<string, unknown>);
+    const k = recycle ? this.spares.findIndex((b) => b.byteLength >= total) : -1;
+    const buffer = k >= 0 ? this.spares.splice(k, 1)[0]! : new ArrayBuffer(recycle ? Math.min(RECYCLE_MAX_BYTES, total + (total >> 3)) : total);
+    const out = new Uint8Array(buffer, 0, total);
+    let at = 0;
+    for (const p of parts) {
+      out.set(p, at);
+      at += p.byteLength;
+    }
+    this.ch.worker.postMessage({ parts: [out], expectAnswer: true, recycle }, [buffer]);
+  }
+
+  /** Messages that came while no request waited: spare buffers are kept, anything else waits for the next request. */
+  private early: Record<string, unknown>[] = [];
+
+  private received(m: Record<string, unknown>): void {
+    if (m['type'] === 'spare') {
+      if (this.spares.length < MAX_SPARES) this.spares.push(m['buffer'] as ArrayBuffer);
+    } else this.early.push(m);
+  }
+
+  /** The next message for a request (spare buffers put aside), or undefined once `deadline` has passed. */
+  private *nextMessage(deadline: number): Waiting<Record<string, unknown> | undefined> {
+    for (;;) {
+      const e = this.early.shift();
+      if (e) return e;
+      const m = yield* nextMessage(this.ch, deadline);
+      if (!m || m['type'] !== 'spare') return m;
+      this.received(m);
+    }
+  }
+
   /** Sends "quit" and waits briefly for the child to exit; kills it otherwise. */
   close(timeoutMs = 10_000): void {
     if (this.closed) return;
@@ -468,7 +512,7 @@ export class SyncProcess {
     this.ch.worker.postMessage({ parts: [quit], expectAnswer: false, end: true }, [quit.buffer]);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const m = driveSync(nextMessage(this.ch, deadline));
+      const m = driveSync(this.nextMessage(deadline));
       if (!m) {
         this.kill();
         break;
