@@ -6,7 +6,7 @@ import { progressBar } from '../progress.js';
 import { DiagnosticError, error } from '@tilegraph/ir';
 import { hostUnits, safeFileName } from '@tilegraph/codegen-poplar';
 import type { BuildPlan, DeviceChoice, GeneratedSources } from '@tilegraph/codegen-poplar';
-import { Job, JobFailure, runJobs } from './sync.js';
+import { Job, JobFailure, JobsRunner, runJobs, startJobsRunner, stopJobsRunner } from './sync.js';
 import { Waiting, driveSync } from './drive.js';
 import { SdkVersion, Toolchain, findOnPath, findToolchain, firstLine } from './toolchain.js';
 import { BuildInputs, explainCacheMiss } from './explain.js';
@@ -181,7 +181,7 @@ function failure(what: string, f: JobFailure, dir: string): DiagnosticError {
 }
 
 /** Runs the stages of a build; throws a diagnostic with the compiler output on failure. */
-function* runBuild(stages: Job[][], what: string, dir: string, opts: BuildOptions, title: string): Waiting<void> {
+function* runBuild(stages: Job[][], what: string, dir: string, opts: BuildOptions, title: string, runner?: JobsRunner): Waiting<void> {
   const total = stages.reduce((n, s) => n + s.length, 0);
   let done = 0;
   const bar = progressBar(title, total, 'jobs', { show: opts.showProgress ?? true, label: 'starting' });
@@ -189,6 +189,7 @@ function* runBuild(stages: Job[][], what: string, dir: string, opts: BuildOption
     const f = yield* runJobs(stages, {
       // if this process dies mid-build, the runner kills the compilers and removes the folder
       cleanup: process.env['TILEGRAPH_DEBUG'] ? undefined : dir,
+      ...(runner ? { runner } : {}),
       parallel: Math.max(1, Math.min(os.cpus().length, 4)),
       timeoutMs: opts.timeoutMs ?? 30 * 60 * 1000,
       onProgress: (label) => bar.update(++done, label),
@@ -529,43 +530,52 @@ export function* buildExecutableSteps(sources: GeneratedSources, opts: BuildOpti
   const expect: EntryExpectation = { kind: 'executable', key, present: t.kind === 'sdk' ? ['step', 'codelets.gp'] : ['step'] };
   let damaged: string | undefined;
   if (useEntry(final, expect, 'executable', warn, (problem) => (damaged = problem))) return result(true);
-  const inputs = buildInputs(sources, t);
-  // worked out before this build adds its own entry
-  const missReason = explainCacheMiss(cacheDir, sources.plan.module, inputs, damaged);
-  sweep(cacheDir);
-
-  const lib = t.kind === 'emulation' ? yield* emulationLibrary(t, cacheDir, opts, warn) : undefined;
-  const support = yield* supportLibrary(t, sources, cacheDir, opts, warn);
-  const tmp = tempDir(cacheDir, key);
-  let objects: ReturnType<typeof emulationObjects> | undefined;
+  // the build runner (a node process) starts now, while the libraries are checked and the
+  // sources written, rather than in front of the compilers
+  const runner = startJobsRunner();
+  let runnerUsed = false;
   try {
-    for (const [name, text] of Object.entries(sources.files)) fs.writeFileSync(path.join(tmp, name), text);
-    const out = (f: string) => path.join(tmp, f);
-    let stages: Job[][];
-    if (t.kind === 'sdk') {
-      stages = [
-        [
-          { cmd: t.popc, args: ['-O3', '--target', popcTargets(opts.device, t.sdk).join(','), out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
-          ...hostUnits(sources.files).map((f): Job => ({ cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-c', out(f), '-o', out(f.replace(/\.cpp$/, '.o'))], cwd: tmp, label: f })),
-        ],
-        [{ cmd: t.cxx, args: [...hostUnits(sources.files).map((f) => out(f.replace(/\.cpp$/, '.o'))), support.lib, '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpopnn', '-lpoputil', '-lpoprand', gclLibrary(t.sdk)], cwd: tmp, label: 'link' }],
-      ];
-    } else {
-      // the objects not in the cache compile in the build folder and the link follows in the same run
-      objects = emulationObjects(t, sources, cacheDir, path.join(tmp, OBJECTS), lib!, support, warn);
-      stages = [...objects.stages, [{ cmd: t.cxx, args: [...(t.linkFlags ?? []), ...objects.objects, support.lib, lib!.lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }]];
+    const inputs = buildInputs(sources, t);
+    // worked out before this build adds its own entry
+    const missReason = explainCacheMiss(cacheDir, sources.plan.module, inputs, damaged);
+    sweep(cacheDir);
+
+    const lib = t.kind === 'emulation' ? yield* emulationLibrary(t, cacheDir, opts, warn) : undefined;
+    const support = yield* supportLibrary(t, sources, cacheDir, opts, warn);
+    const tmp = tempDir(cacheDir, key);
+    let objects: ReturnType<typeof emulationObjects> | undefined;
+    try {
+      for (const [name, text] of Object.entries(sources.files)) fs.writeFileSync(path.join(tmp, name), text);
+      const out = (f: string) => path.join(tmp, f);
+      let stages: Job[][];
+      if (t.kind === 'sdk') {
+        stages = [
+          [
+            { cmd: t.popc, args: ['-O3', '--target', popcTargets(opts.device, t.sdk).join(','), out('codelets.cpp'), '-o', out('codelets.gp')], cwd: tmp, label: 'popc codelets.cpp' },
+            ...hostUnits(sources.files).map((f): Job => ({ cmd: t.cxx, args: [...COMPILE_FLAGS.host, ...support.pch, '-c', out(f), '-o', out(f.replace(/\.cpp$/, '.o'))], cwd: tmp, label: f })),
+          ],
+          [{ cmd: t.cxx, args: [...hostUnits(sources.files).map((f) => out(f.replace(/\.cpp$/, '.o'))), support.lib, '-o', out('step'), '-lpoplar', '-lpopops', '-lpoplin', '-lpopnn', '-lpoputil', '-lpoprand', gclLibrary(t.sdk)], cwd: tmp, label: 'link' }],
+        ];
+      } else {
+        // the objects not in the cache compile in the build folder and the link follows in the same run
+        objects = emulationObjects(t, sources, cacheDir, path.join(tmp, OBJECTS), lib!, support, warn);
+        stages = [...objects.stages, [{ cmd: t.cxx, args: [...(t.linkFlags ?? []), ...objects.objects, support.lib, lib!.lib, '-lpthread', '-o', out('step')], cwd: tmp, label: 'link' }]];
+      }
+      runnerUsed = true;
+      yield* runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling', runner);
+      objects?.publish();
+      fs.rmSync(path.join(tmp, OBJECTS), { recursive: true, force: true });
+      for (const f of fs.readdirSync(tmp)) if (f.endsWith('.o')) fs.rmSync(path.join(tmp, f));
+      sealEntry(tmp, { kind: 'executable', module: sources.plan.module, key, toolchain: t.kind, toolchainVersion: t.version, flags: COMPILE_FLAGS, sources: inputs.sources });
+      publish(tmp, final, (d) => entryProblem(d, expect));
+    } catch (e) {
+      dropBuild(tmp);
+      throw e;
     }
-    yield* runBuild(stages, `building ${JSON.stringify(sources.plan.module)}`, tmp, opts, 'compiling');
-    objects?.publish();
-    fs.rmSync(path.join(tmp, OBJECTS), { recursive: true, force: true });
-    for (const f of fs.readdirSync(tmp)) if (f.endsWith('.o')) fs.rmSync(path.join(tmp, f));
-    sealEntry(tmp, { kind: 'executable', module: sources.plan.module, key, toolchain: t.kind, toolchainVersion: t.version, flags: COMPILE_FLAGS, sources: inputs.sources });
-    publish(tmp, final, (d) => entryProblem(d, expect));
-  } catch (e) {
-    dropBuild(tmp);
-    throw e;
+    touchEntry(final);
+    autoPrune(cacheDir, [final, support.dir, ...(lib ? [lib.dir] : []), ...(objects?.dirs ?? [])], maxBytes);
+    return result(false, missReason);
+  } finally {
+    if (!runnerUsed) stopJobsRunner(runner);
   }
-  touchEntry(final);
-  autoPrune(cacheDir, [final, support.dir, ...(lib ? [lib.dir] : []), ...(objects?.dirs ?? [])], maxBytes);
-  return result(false, missReason);
 }

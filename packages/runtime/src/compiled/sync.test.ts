@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { runJobsSync } from './sync.js';
+import { jobsRunnerPid, runJobsSync, startJobsRunner, stopJobsRunner } from './sync.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-sync-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -23,6 +23,22 @@ async function gone(pid: number): Promise<boolean> {
 }
 
 describe('synchronous job runner', () => {
+  test('a runner started before its jobs runs them when they come', () => {
+    const runner = startJobsRunner();
+    const f = runJobsSync([[{ cmd: 'touch', args: [path.join(tmp, 'early')], cwd: tmp, label: 'touch' }]], { parallel: 1, timeoutMs: 30_000, runner });
+    expect(f).toBeUndefined();
+    expect(fs.existsSync(path.join(tmp, 'early'))).toBe(true);
+  });
+
+  test('a runner started early and given no jobs ends when it is stopped', async () => {
+    const runner = startJobsRunner();
+    const pid = jobsRunnerPid(runner);
+    expect(pid).toBeGreaterThan(0);
+    expect(alive(pid)).toBe(true);
+    stopJobsRunner(runner);
+    expect(await gone(pid)).toBe(true);
+  });
+
   test('stages run in order and report progress', () => {
     const labels: string[] = [];
     const f = runJobsSync(

@@ -129,9 +129,17 @@ function keepTail(s) { return s.length > MAX_LOG ? s.slice(s.length - MAX_LOG) :
 if (workerData.mode === 'jobs') {
   // the runner reports in JSON lines; this worker passes them on
   const runner = spawn(process.execPath, ['-e', workerData.runner], { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: process.env });
+  Atomics.store(signal, 1, runner.pid || -1);
+  Atomics.notify(signal, 1);
   let buf = '', errText = '', ended = false;
   runner.stdin.on('error', () => {});
-  runner.stdin.write(JSON.stringify({ stages: workerData.stages, parallel: workerData.parallel, cleanup: workerData.cleanup }) + '\n');
+  // the jobs come with the worker, or later in a 'jobs' message (a runner started early)
+  let given = [];
+  const start = (d) => {
+    given = d.stages;
+    runner.stdin.write(JSON.stringify({ stages: d.stages, parallel: d.parallel, cleanup: d.cleanup }) + '\n');
+  };
+  if (workerData.stages) start(workerData);
   runner.stdout.setEncoding('utf8');
   runner.stdout.on('data', (d) => {
     buf += d;
@@ -144,14 +152,19 @@ if (workerData.mode === 'jobs') {
   });
   runner.stderr.on('data', (d) => { errText = keepTail(errText + d); });
   runner.on('error', (e) => { errText += String(e && e.message || e); });
+  let stopping = false;
   runner.on('close', (code, sig) => {
+    // a runner stopped before it had jobs has exited and been reaped: this worker ends with it
+    if (stopping) process.exit(0);
     if (ended) return;
-    const job = workerData.stages.flat()[0] || { cmd: process.execPath, args: [], cwd: '', label: 'build runner' };
+    const job = given.flat()[0] || { cmd: process.execPath, args: [], cwd: '', label: 'build runner' };
     post({ type: 'error', job, code: null, signal: sig, stdout: '', stderr: 'the build runner stopped unexpectedly (exit code ' + code + ')\n' + errText });
     post({ type: 'killed' });
   });
   parentPort.on('message', (m) => {
-    if (m && m.type === 'kill') runner.stdin.write('kill\n');
+    if (m && m.type === 'jobs') start(m);
+    else if (m && m.type === 'stop') { stopping = true; runner.stdin.end(); }
+    else if (m && m.type === 'kill') runner.stdin.write('kill\n');
   });
 } else {
   // one long-lived child answering requests: each request is written to its stdin and answered
@@ -292,6 +305,29 @@ export interface JobsOptions {
   tick?: () => void;
   /** A folder removed if this process dies before the jobs finish (the build folder). */
   cleanup?: string;
+  /** A runner started beforehand (startJobsRunner), which these jobs use (and end). */
+  runner?: JobsRunner;
+}
+
+/** A build runner started before its jobs are known, so that its start overlaps other work. */
+export interface JobsRunner {
+  readonly ch: Channel;
+}
+
+/** The runner process's id once it has started (waiting up to `timeoutMs` for it), or 0. */
+export function jobsRunnerPid(r: JobsRunner, timeoutMs = 5000): number {
+  if (Atomics.load(r.ch.signal, 1) === 0) Atomics.wait(r.ch.signal, 1, 0, timeoutMs);
+  return Atomics.load(r.ch.signal, 1);
+}
+
+/** Starts a build runner for jobs given later to runJobs; stopJobsRunner ends one that gets none. */
+export function startJobsRunner(): JobsRunner {
+  return { ch: startWorker({ mode: 'jobs', runner: RUNNER_SOURCE }) };
+}
+
+/** Ends a runner that runJobs did not use: its stdin is closed, so it exits with nothing to do. */
+export function stopJobsRunner(r: JobsRunner): void {
+  r.ch.worker.postMessage({ type: 'stop' });
 }
 
 /**
@@ -301,7 +337,9 @@ export interface JobsOptions {
  * worker is ended, so the runner kills the commands and removes the `cleanup` folder.
  */
 export function* runJobs(stages: readonly (readonly Job[])[], opts: JobsOptions): Waiting<JobFailure | undefined> {
-  const ch = startWorker({ mode: 'jobs', stages, parallel: opts.parallel, runner: RUNNER_SOURCE, ...(opts.cleanup ? { cleanup: opts.cleanup } : {}) });
+  const setup = { stages, parallel: opts.parallel, ...(opts.cleanup ? { cleanup: opts.cleanup } : {}) };
+  const ch = opts.runner ? opts.runner.ch : startWorker({ mode: 'jobs', ...setup, runner: RUNNER_SOURCE });
+  if (opts.runner) ch.worker.postMessage({ type: 'jobs', ...setup });
   const deadline = Date.now() + opts.timeoutMs;
   // stops the commands still running (answered once they have all exited)
   function* killAll(): Waiting<void> {
