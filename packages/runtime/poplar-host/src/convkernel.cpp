@@ -333,33 +333,13 @@ void toChannelsLast(const float *src, std::size_t plane, std::size_t channels, s
 /// channels-last ([image][row < Hr][col < Wr][channel]): the columns (kh, kw, c) for one kh are
 /// KW * Ci consecutive floats, so a row of the matrix is KH copies with no table and no padding
 /// test.
-PackB unfoldPaddedChannelsLast(const ConvGeometry &g, const float *xp) {
-  return [&g, xp](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
-    const auto &q = g.plain;
-    const std::size_t run = q.KW * g.Ci, rowFloats = readCols(q) * g.Ci, imageFloats = readRows(q) * rowFloats;
-    for (std::size_t jp = j0; jp < j0 + nc; jp += nr) {
-      const std::size_t cols = std::min(nr, j0 + nc - jp);
-      for (std::size_t p = p0; p < p0 + kc; ++p) {
-        const std::size_t j = p % g.outN, oh = j / q.OW, ow = j % q.OW;
-        const float *at = xp + (p / g.outN) * imageFloats + oh * q.strideH * rowFloats + ow * q.strideW * g.Ci;
-        for (std::size_t l = 0; l < cols;) {
-          const std::size_t kh = (jp + l) / run, off = (jp + l) % run, len = std::min(run - off, cols - l);
-          std::memcpy(out + l, at + kh * rowFloats + off, len * sizeof(float));
-          l += len;
-        }
-        std::fill(out + cols, out + nr, 0.0f);
-        out += nr;
-      }
-    }
-  };
-}
-
 } // namespace
 
 // The weight deltas as a matrix product per conv group: dy as a [Co][N*outN] matrix times the
 // inputs unfolded into [N*outN][Ci*K] (zeros for padding), so the sum over (n, j) runs in order;
-// the unfolded inputs are packed from the inputs channels-last, zero-padded for a Plain2D
-// convolution. Zeros add nothing as long as dy is finite; otherwise the direct loop runs.
+// the unfolded inputs are the inputs channels-last: zero-padded and read where they lie for a
+// Plain2D convolution, packed from them otherwise. Zeros add nothing as long as dy is finite;
+// otherwise the direct loop runs.
 void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, float *dw) {
   const std::size_t K = g.kernelPos.size(), depth = g.Ci * K, rows = g.N * g.outN;
   const std::size_t zCount = g.N * g.G * g.Co * g.outN;
@@ -371,12 +351,25 @@ void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, flo
   const std::size_t Hr = padded ? readRows(q) : 0, Wr = padded ? readCols(q) : 0;
   const std::size_t xtCount = padded ? g.N * Hr * Wr * g.Ci : g.N * g.inN * g.Ci;
   ScratchLease scratch;
-  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth), *xt = scratch.get(2, xtCount);
+  // (a product reading the padded inputs in place reads up to kGemmRowOverrun floats past a row)
+  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth), *xt = scratch.get(2, xtCount + kGemmRowOverrun);
   // the padding stays zero for every group: the groups write the same elements
-  if (padded) std::fill(xt, xt + xtCount, 0.0f);
+  if (padded) std::fill(xt, xt + xtCount + kGemmRowOverrun, 0.0f);
   const std::size_t rowsIn = padded ? std::min(q.H, Hr - std::min(Hr, q.padTop)) : 0;
   const std::size_t colsIn = padded ? std::min(q.W, Wr - std::min(Wr, q.padLeft)) : 0;
-  const PackB unfold = padded ? unfoldPaddedChannelsLast(g, xt) : unfoldChannelsLast(g, xt);
+  const PackB unfold = padded ? PackB() : unfoldChannelsLast(g, xt);
+  // Padded: row p of the unfolded inputs is, for each kernel row kh, a run of KW * Ci floats of
+  // the padded channels-last inputs; each kernel row's columns are a product reading those runs
+  // where they lie (the same sums, in the same order, as packing them first)
+  std::vector<std::size_t> runAt;
+  if (padded) {
+    const std::size_t rowFloats = Wr * g.Ci, imageFloats = Hr * rowFloats;
+    runAt.resize(rows);
+    for (std::size_t p = 0; p < rows; ++p) {
+      const std::size_t j = p % g.outN, oh = j / q.OW, ow = j % q.OW;
+      runAt[p] = (p / g.outN) * imageFloats + oh * q.strideH * rowFloats + ow * q.strideW * g.Ci;
+    }
+  }
   for (std::size_t grp = 0; grp < g.G; ++grp) {
     for (std::size_t o = 0; o < g.Co; ++o)
       for (std::size_t n = 0; n < g.N; ++n)
@@ -392,7 +385,11 @@ void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, flo
                      Wr * g.Ci);
     }
     if (rows == 0) std::fill(prod, prod + g.Co * depth, 0.0f);
-    else gemmF32(g.Co, depth, rows, zm, rows, unfold, prod, depth);
+    else if (padded) {
+      const std::size_t run = q.KW * g.Ci, rowFloats = Wr * g.Ci;
+      for (std::size_t kh = 0; kh < q.KH; ++kh)
+        gemmF32Rows(g.Co, run, rows, zm, rows, xt + kh * rowFloats, runAt.data(), prod + kh * run, depth);
+    } else gemmF32(g.Co, depth, rows, zm, rows, unfold, prod, depth);
     for (std::size_t o = 0; o < g.Co; ++o)
       for (std::size_t k = 0; k < K; ++k)
         for (std::size_t c = 0; c < g.Ci; ++c)

@@ -2,8 +2,8 @@
 // the documented numerics (float partials: each delta starts from +0 and adds its products in
 // order of sample, then output position, each with one fused multiply-add; taps
 // on padding add nothing): padding (asymmetric, and whole windows in it), strides, input and
-// kernel dilation, groups, a batch whose unfolded inputs take several passes, inputs packed
-// from zero-padded copies, a non-finite gradient next to padding, non-finite inputs; half
+// kernel dilation, groups, a batch whose unfolded inputs take several passes, inputs read in
+// place from zero-padded copies, a non-finite gradient next to padding, non-finite inputs; half
 // operands with half partials on exact values; the result shape and type; the option `pass`
 // checked as PopLibs checks it, and shapes and types refused.
 #include <poplar/DeviceManager.hpp>
@@ -123,7 +123,7 @@ int main() {
       {2, 1, 1, 2, 6, 5, 3, 2, 0, 0, 0, 0, 1, 1, 2, 2},     // a trailing row no window reads
       {8, 1, 64, 5, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // sums over more products than a block of the kernel
       {3, 2, 7, 3, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // a panel of (c, k) columns across input channels
-      // packed from zero-padded channels-last inputs (no dilation): strides 2 and 3, asymmetric
+      // read in place from zero-padded channels-last inputs (no dilation): strides 2 and 3, asymmetric
       // strides and padding, padding no window reaches, kernels larger and smaller than the
       // stride, 1x1 kernels, groups, and rows of the matrix wider than a panel
       {3, 1, 3, 4, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},
