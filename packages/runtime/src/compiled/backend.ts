@@ -133,7 +133,7 @@ export function tensorFromBytes(dtype: DType, shape: readonly number[], bytes: U
 }
 
 function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
-  // a buffer of its own (it is transferred to the worker), not zeroed first: every byte is written
+  // not zeroed first: every byte is written
   const out = Buffer.allocUnsafeSlow(parts.reduce((n, p) => n + p.length, 0));
   let o = 0;
   for (const p of parts) {

@@ -387,11 +387,6 @@ const live = new Set<SyncProcess>();
 let exitHook = false;
 
 /**
- * A long-lived child process answering requests: request() writes a command and waits (with a
- * deadline) for its answer; requestSteps() is the same for driveAsync. One request at a time. The
- * child is killed on timeouts and when this process exits.
- */
-/**
  * Requests from RECYCLE_MIN_BYTES to RECYCLE_MAX_BYTES go in recycled buffers (larger ones, such
  * as a big model's state, are rare and not worth keeping memory for); a process keeps at most
  * MAX_SPARES.
@@ -400,6 +395,11 @@ const RECYCLE_MIN_BYTES = 1 << 16;
 const RECYCLE_MAX_BYTES = 64 << 20;
 const MAX_SPARES = 2;
 
+/**
+ * A long-lived child process answering requests: request() writes a command and waits (with a
+ * deadline) for its answer; requestSteps() is the same for driveAsync. One request at a time. The
+ * child is killed on timeouts and when this process exits.
+ */
 export class SyncProcess {
   private readonly ch: Channel;
   private closed = false;
@@ -408,6 +408,8 @@ export class SyncProcess {
   private waiting = false;
   /** Request buffers the worker has written and handed back, for the next large requests. */
   private spares: ArrayBuffer[] = [];
+  /** Messages that came before the request they belong to was waiting for them. */
+  private early: Record<string, unknown>[] = [];
 
   constructor(cmd: string, args: readonly string[], cwd: string, env?: Readonly<Record<string, string | undefined>>) {
     this.ch = startWorker({ mode: 'process', cmd, args, cwd, env });
@@ -518,13 +520,18 @@ export class SyncProcess {
     this.ch.worker.postMessage({ parts: [out], expectAnswer: true, recycle }, [buffer]);
   }
 
-  /** Messages that came while no request waited: spare buffers are kept, anything else waits for the next request. */
-  private early: Record<string, unknown>[] = [];
-
+  /** A message that came while no request waited: a spare buffer is kept (the largest ones), anything else waits for the next request. */
   private received(m: Record<string, unknown>): void {
-    if (m['type'] === 'spare') {
-      if (this.spares.length < MAX_SPARES) this.spares.push(m['buffer'] as ArrayBuffer);
-    } else this.early.push(m);
+    if (m['type'] !== 'spare') {
+      this.early.push(m);
+      return;
+    }
+    const b = m['buffer'] as ArrayBuffer;
+    if (this.spares.length < MAX_SPARES) this.spares.push(b);
+    else {
+      const smallest = this.spares.reduce((k, x, i) => (x.byteLength < this.spares[k]!.byteLength ? i : k), 0);
+      if (b.byteLength > this.spares[smallest]!.byteLength) this.spares[smallest] = b;
+    }
   }
 
   /** The next message for a request (spare buffers put aside), or undefined once `deadline` has passed. */
