@@ -104,7 +104,7 @@ describe('tilegraph cache', () => {
 
 describe('cache keys', () => {
   test('the same model from another path has the same key', () => {
-    const emu: Toolchain = { kind: 'emulation', cxx: 'g++', node: 'node', poplarHost: '/x', version: 'v' };
+    const emu: Toolchain = { kind: 'emulation', cxx: 'g++', poplarHost: '/x', version: 'v' };
     const keys = ['a', 'b'].map((d) => {
       fs.mkdirSync(path.join(tmp, 'paths', d), { recursive: true });
       const model = path.join(tmp, 'paths', d, 'mlp.tg');

@@ -132,15 +132,10 @@ export function tensorFromBytes(dtype: DType, shape: readonly number[], bytes: U
   }
 }
 
-function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
-  // not zeroed first: every byte is written
-  const out = Buffer.allocUnsafeSlow(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
+/** A "write" command for a state handle: its line and the bytes (joined once, when the request is copied for the writer). */
+function writeCommand(handle: string, parts: readonly Uint8Array[]): Uint8Array[] {
+  const bytes = parts.reduce((n, p) => n + p.length, 0);
+  return [encoder.encode(`write ${handle} ${bytes}\n`), ...parts];
 }
 
 /** The reference's scrambling of the run seed (murmur3 finaliser), as ops/random.ts does it. */
@@ -249,8 +244,7 @@ export class CompiledBackend implements Backend {
         if (!t) throw new DiagnosticError(error(`no initial value for '${s.name}'`));
         const shard = s.shard;
         if (shard) {
-          const all = concatBytes(shard.rank.map((k) => tensorBytes(shardOfTensor(t, shard.parts, k))));
-          yield* this.command([encoder.encode(`write ${s.handle} ${all.length}\n`), all], 'loading the weights');
+          yield* this.command(writeCommand(s.handle, shard.rank.map((k) => tensorBytes(shardOfTensor(t, shard.parts, k)))), 'loading the weights');
         } else yield* this.command(this.writeAllParts(s.handle, tensorBytes(t)), 'loading the weights');
       }
       if (this.plan.random) {
@@ -310,8 +304,7 @@ export class CompiledBackend implements Backend {
 
   /** The command writing the same value to every replica. */
   private writeAllParts(handle: string, one: Uint8Array): Uint8Array[] {
-    const all = concatBytes(Array.from({ length: this.R }, () => one));
-    return [encoder.encode(`write ${handle} ${all.length}\n`), all];
+    return writeCommand(handle, Array.from({ length: this.R }, () => one));
   }
 
   private stateInfo(name: string) {
@@ -450,8 +443,7 @@ export class CompiledBackend implements Backend {
     }
     const current = this.read(name);
     for (const r of replicas) current[r] = value;
-    const all = concatBytes(current.map(tensorBytes));
-    this.commandSync([encoder.encode(`write ${s.handle} ${all.length}\n`), all], `writing '${name}'`);
+    this.commandSync(writeCommand(s.handle, current.map(tensorBytes)), `writing '${name}'`);
   }
 
   randomCounter(): number {

@@ -232,7 +232,7 @@ describe('cache keys', () => {
   b.output('y', b.op('neg', [b.input('x', 'float32', [2])]));
   const graphs = new Map([['g', b.graph]]);
   const m = { name: 'k', graphs, program: seq(streamIn(['x']), execute('g')), replicationFactor: 1, variables: collectVariables(graphs) };
-  const emu: Toolchain = { kind: 'emulation', cxx: 'g++', node: 'node', poplarHost: '/x', version: 'v1' };
+  const emu: Toolchain = { kind: 'emulation', cxx: 'g++', poplarHost: '/x', version: 'v1' };
 
   test('the key covers sources, toolchain and options', () => {
     const sources = generatePoplar(m);

@@ -510,7 +510,8 @@ export class SyncProcess {
     const recycle = total >= RECYCLE_MIN_BYTES && total <= RECYCLE_MAX_BYTES;
     for (let m = receiveMessageOnPort(this.ch.port); m; m = receiveMessageOnPort(this.ch.port)) this.received(m.message as Record<string, unknown>);
     const k = recycle ? this.spares.findIndex((b) => b.byteLength >= total) : -1;
-    const buffer = k >= 0 ? this.spares.splice(k, 1)[0]! : new ArrayBuffer(recycle ? Math.min(RECYCLE_MAX_BYTES, total + (total >> 3)) : total);
+    // a new buffer is not zeroed first: every byte a request uses is written
+    const buffer = k >= 0 ? this.spares.splice(k, 1)[0]! : Buffer.allocUnsafeSlow(recycle ? Math.min(RECYCLE_MAX_BYTES, total + (total >> 3)) : total).buffer;
     const out = new Uint8Array(buffer, 0, total);
     let at = 0;
     for (const p of parts) {

@@ -22,7 +22,6 @@ export type Toolchain =
   | {
       readonly kind: 'emulation';
       readonly cxx: string;
-      readonly node: string;
       /** packages/runtime/poplar-host */
       readonly poplarHost: string;
       /** Hash of the poplar-host sources and the compiler version. */
@@ -118,7 +117,7 @@ export function findToolchain(prefer: 'auto' | 'sdk' | 'emulation' = 'auto'): To
       .update(hashTree([path.join(poplarHost, 'include'), path.join(poplarHost, 'src'), path.join(poplarHost, 'tools')]))
       .update(firstLine(cxx, ['--version']))
       .digest('hex');
-    t = { kind: 'emulation', cxx, node: process.execPath, poplarHost, version, ...(findOnPath('ld.gold') ? { linkFlags: ['-fuse-ld=gold'] } : {}) };
+    t = { kind: 'emulation', cxx, poplarHost, version, ...(findOnPath('ld.gold') ? { linkFlags: ['-fuse-ld=gold'] } : {}) };
   }
   if (prefer === 'auto') cached = t;
   return t;

@@ -319,7 +319,8 @@ template <class M> constexpr FieldSpec fieldSpec(const char *name, std::size_t o
   }
 }
 
-/// The part of VertexType that does not depend on the class (in the library).
+/// The part of VertexType that does not depend on the class (in the library; the description is
+/// held by pointer, so a registry compiles none of VertexDesc's code).
 class VertexBuilder {
 public:
   VertexBuilder(const char *name, bool multiVertex, unsigned numWorkers, void *(*create)(), void (*destroy)(void *),
