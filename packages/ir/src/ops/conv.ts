@@ -122,10 +122,16 @@ function convKernel(x: Tensor, w: Tensor, bias: Tensor | undefined, plan: ConvPl
 // ---- gradient ----
 
 /**
- * Gradient of the input: a transposed convolution. g is spread out by the strides (stride-1
- * zeros after each element), padded by (k-1)·d - pad_begin in front and to H + (k-1)·d in all
- * (the convolution's own padding; a negative amount crops g first), then correlated (stride 1, dilation d) with the spatially flipped weights whose in/out channels
- * are swapped within each group: dx[h] = Σ_i gz[h + pad - i·d]·w[i], in every spatial dimension.
+ * Gradient of the input: a transposed convolution, dx[h] = Σ_i gz'[h + i·d]·wt[i] in every spatial
+ * dimension, with wt the spatially flipped weights whose in/out channels are swapped within each
+ * group, and gz' the output gradient spread out by the strides (s-1 zeros after each element) and
+ * padded by lead = (k-1)·d - pad_begin in front. Without strides that is one stride-1 convolution
+ * (dilation d) of gz (PopART's ConvDataGradOp). With strides, most of gz' would be zeros, so each
+ * phase h = a + s·t of dx is its own convolution: only the taps i with (a + i·d - lead) divisible
+ * by s meet an element of gz, and they read gz (not spread out) at t + e_0 + j·δ (δ = d / gcd(s, d))
+ * through the sub-kernel wt[i_0 + j·σ] (σ = s / gcd(s, d)). The same taps in the same order as the
+ * spread-out correlation, without its zeros (a zero tap adds nothing), at 1/s of its work per dimension;
+ * the phases are interleaved back by concatenation (views) and the overhang cropped.
  */
 function convInputGrad(b: GraphBuilder, g: Value, w: Value, xShape: readonly number[], plan: ConvPlan): Value {
   const field = xShape.slice(2);
@@ -136,21 +142,6 @@ function convInputGrad(b: GraphBuilder, g: Value, w: Value, xShape: readonly num
   const out = plan.outShape.slice(2);
   const { strides: s, pads, dilations: d } = plan.window;
   const G = plan.groups;
-  let gz = g;
-  if (s.some((v) => v > 1)) {
-    // [N, M, o1, 1, o2, 1, ...] padded after each 1 by s-1, then merged: s-1 zeros after each element
-    gz = b.op('reshape', [g], { shape: [N, M, ...out.flatMap((o) => [o, 1])] });
-    const interleaved = 2 + 2 * rank;
-    const padSpec = new Array<number>(2 * interleaved).fill(0);
-    s.forEach((v, i) => (padSpec[interleaved + 3 + 2 * i] = v - 1));
-    gz = b.op('pad', [gz], { pads: padSpec });
-    gz = b.op('reshape', [gz], { shape: [N, M, ...out.map((o, i) => o * s[i]!)] });
-  }
-  const lead = kernel.map((k, i) => (k - 1) * d[i]! - pads[i]!);
-  const trail = kernel.map((k, i) => field[i]! + (k - 1) * d[i]! - lead[i]! - out[i]! * s[i]!);
-  // zero padding is the convolution's own (as PopLibs pads the backward pass), a crop a slice first
-  const ownPads = lead.every((p) => p >= 0) && trail.every((p) => p >= 0);
-  if (!ownPads) gz = padOrCrop(b, gz, [0, 0, ...lead], [0, 0, ...trail]);
   const axes = kernel.map((_, i) => i + 2);
   let wt = kernel.some((k) => k > 1)
     ? b.op('slice', [w], { starts: kernel.map(() => -1), ends: kernel.map((k) => -(k + 1)), axes, steps: kernel.map(() => -1) })
@@ -159,9 +150,64 @@ function convInputGrad(b: GraphBuilder, g: Value, w: Value, xShape: readonly num
   wt = b.op('reshape', [wt], { shape: [G, M / G, Cg, ...kernel] });
   wt = b.op('transpose', [wt], { perm: [0, 2, 1, ...kernel.map((_, i) => i + 3)] });
   wt = b.op('reshape', [wt], { shape: [G * Cg, M / G, ...kernel] });
+  const lead = kernel.map((k, i) => (k - 1) * d[i]! - pads[i]!);
   // PopLibs plans it as the backward pass (PopART's ConvDataGradOp)
-  const padding = ownPads ? { pads: [...lead, ...trail] } : {};
-  return b.op('convolution', [gz, wt], { dilations: [...d], groups: G, ...padding }, { annotations: { ...b.annotations, convPass: 'bwd' } });
+  const annotations = { annotations: { ...b.annotations, convPass: 'bwd' as const } };
+  /** The stride-1 correlation of gz with `kernelOf`'s taps, front/back padding (negative: a crop) and dilation per dimension. */
+  const correlate = (kernelOf: Value, front: readonly number[], back: readonly number[], dil: readonly number[]): Value => {
+    const ownPads = front.every((p) => p >= 0) && back.every((p) => p >= 0);
+    const gz = ownPads ? g : padOrCrop(b, g, [0, 0, ...front], [0, 0, ...back]);
+    const padding = ownPads ? { pads: [...front, ...back] } : {};
+    return b.op('convolution', [gz, kernelOf], { dilations: [...dil], groups: G, ...padding }, annotations);
+  };
+  if (s.every((v) => v === 1)) {
+    const trail = kernel.map((k, i) => field[i]! + (k - 1) * d[i]! - lead[i]! - out[i]!);
+    return correlate(wt, lead, trail, d);
+  }
+  // per dimension and phase a: the first tap i0, the tap spacing σ, the number of taps J, where
+  // they start in gz (e0) and their spacing there (δ); T rows of every phase (the last may overhang)
+  const T = field.map((h, i) => Math.ceil(h / s[i]!));
+  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
+  const phasesOf = (i: number) =>
+    Array.from({ length: s[i]! }, (_, a) => {
+      const k = kernel[i]!;
+      const sigma = s[i]! / gcd(s[i]!, d[i]!);
+      let i0 = 0;
+      while (i0 < k && (a + i0 * d[i]! - lead[i]!) % s[i]! !== 0) i0++;
+      const J = i0 < k ? Math.floor((k - 1 - i0) / sigma) + 1 : 0;
+      const e0 = (a + i0 * d[i]! - lead[i]!) / s[i]!;
+      const delta = d[i]! / gcd(s[i]!, d[i]!);
+      // padded gz: -e0 in front, then the rest of T + (J - 1)·δ
+      const front = -e0;
+      const back = T[i]! + (J - 1) * delta - out[i]! - front;
+      // no tap ever meets gz: the phase is zero
+      const meets = J > 0 && e0 + T[i]! - 1 + (J - 1) * delta >= 0 && e0 < out[i]!;
+      return { i0, sigma, J, delta, front, back, meets };
+    });
+  const perDim = field.map((_, i) => phasesOf(i));
+  const unit = [N, G * Cg, ...T.flatMap((t) => [t, 1])];
+  const zero = () => b.op('expand', [b.constant(Tensor.scalar(g.type.dtype, 0))], { shape: unit });
+  /** The phases from dimension i on, for the phases `chosen` of the dimensions before it, interleaved along the axes 2i+3, ... */
+  const build = (i: number, chosen: ReturnType<typeof phasesOf>): Value => {
+    if (i === rank) {
+      if (chosen.some((p) => !p.meets)) return zero();
+      const sub = chosen.every((p, j) => p.J === kernel[j] && p.sigma === 1)
+        ? wt
+        : b.op('slice', [wt], {
+            starts: chosen.map((p) => p.i0),
+            ends: chosen.map((p) => p.i0 + (p.J - 1) * p.sigma + 1),
+            axes,
+            steps: chosen.map((p) => p.sigma),
+          });
+      const phase = correlate(sub, chosen.map((p) => p.front), chosen.map((p) => p.back), chosen.map((p) => p.delta));
+      return b.op('reshape', [phase], { shape: unit });
+    }
+    const parts = perDim[i]!.map((p) => build(i + 1, [...chosen, p]));
+    return parts.length === 1 ? parts[0]! : b.op('concat', parts, { axis: 3 + 2 * i });
+  };
+  let dx = build(0, []);
+  dx = b.op('reshape', [dx], { shape: [N, G * Cg, ...T.map((t, i) => t * s[i]!)] });
+  return T.some((t, i) => t * s[i]! !== field[i]!) ? b.op('slice', [dx], { starts: field.map(() => 0), ends: [...field], axes }) : dx;
 }
 
 /**
