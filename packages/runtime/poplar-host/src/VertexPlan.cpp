@@ -157,7 +157,7 @@ namespace {
 /// strided views, one element each, become a few moves.
 void addMove(std::vector<VertexInstance::Move> &moves, std::size_t first, std::uint8_t *var, std::uint8_t *buf,
              std::size_t bytes) {
-  if (moves.size() > first) {
+  if (moves.size() > first && moves.back().bufStride == 0) {
     auto &m = moves.back();
     const std::ptrdiff_t step = var - (m.var + (m.count - 1) * m.stride);
     if (m.bytes == bytes && (m.count == 1 || step == m.stride)) {
@@ -166,7 +166,50 @@ void addMove(std::vector<VertexInstance::Move> &moves, std::size_t first, std::u
       return;
     }
   }
-  moves.push_back({var, buf, bytes, 1, 0, 1, 0});
+  moves.push_back({var, buf, bytes, 1, 0, 1, 0, 0});
+}
+
+/// The runs of one read-only field part, one after another in the buffer, with those that
+/// interleave `period` strided views, one run of each in turn (a concatenation along an inner
+/// axis of size 1: the phases of a strided convolution's input gradient, a row at a time),
+/// folded into one move per view with its runs period runs apart in the buffer: one move per
+/// view and row instead of one per element. The other runs are left to addMove.
+std::vector<VertexInstance::Move> foldInterleaved(const std::vector<VertexInstance::Move> &in) {
+  constexpr std::size_t kMaxPeriod = 8, kMinRounds = 4;
+  using Move = VertexInstance::Move;
+  const std::size_t n = in.size();
+  if (n < kMinRounds * 2) return in;
+  // a plain strided view (one stride throughout) is addMove's
+  const auto strided = [&](std::size_t k) {
+    return k + 2 < n && in[k + 2].var - in[k + 1].var == in[k + 1].var - in[k].var;
+  };
+  std::vector<Move> out;
+  for (std::size_t k = 0; k < n;) {
+    if (strided(k)) {
+      out.push_back(in[k++]);
+      continue;
+    }
+    std::size_t bestPeriod = 0, bestLength = 0;
+    for (std::size_t period = 2; period <= kMaxPeriod && k + kMinRounds * period <= n; ++period) {
+      std::size_t j = k;
+      // every view steps evenly through its variable; the runs lie one after another in the buffer
+      while (j < n && in[j].bytes == in[k].bytes && in[j].buf == in[k].buf + (j - k) * in[k].bytes &&
+             (j < k + 2 * period || in[j].var - in[j - period].var == in[j - period].var - in[j - 2 * period].var))
+        ++j;
+      if (j - k >= kMinRounds * period && j - k > bestLength) bestPeriod = period, bestLength = j - k;
+    }
+    if (bestPeriod == 0) {
+      out.push_back(in[k++]);
+      continue;
+    }
+    for (std::size_t r = 0; r < bestPeriod; ++r) {
+      const Move &m = in[k + r];
+      const std::size_t count = (bestLength - r + bestPeriod - 1) / bestPeriod;
+      out.push_back({m.var, m.buf, m.bytes, count, in[k + r + bestPeriod].var - m.var, 1, 0, bestPeriod * m.bytes});
+    }
+    k += bestLength;
+  }
+  return out;
 }
 
 /// Folds the moves of one field part (those from `first` on) that repeat the move before them a
@@ -179,8 +222,8 @@ void foldRepeats(std::vector<VertexInstance::Move> &moves, std::size_t first) {
     if (kept > first) {
       auto &last = moves[kept - 1];
       const std::ptrdiff_t step = m.var - (last.var + std::ptrdiff_t(last.repeats - 1) * last.repeatStride);
-      if (m.bytes == last.bytes && m.count == last.count && m.stride == last.stride &&
-          (last.repeats == 1 || step == last.repeatStride)) {
+      if (m.bufStride == 0 && last.bufStride == 0 && m.bytes == last.bytes && m.count == last.count &&
+          m.stride == last.stride && (last.repeats == 1 || step == last.repeatStride)) {
         last.repeatStride = step;
         ++last.repeats;
         continue;
@@ -238,9 +281,16 @@ std::unique_ptr<VertexInstance> makeVertexInstance(const VertexPlan &vp,
       }
       regions.push_back({buf, e.partElems[i]});
       const std::size_t first = inst->gathers.size();
+      std::vector<VertexInstance::Move> runs;
       for (const auto &r : e.parts[i]) {
-        addMove(inst->gathers, first, varData(r.var) + r.begin * e.elemSize, buf, r.size() * e.elemSize);
+        runs.push_back({varData(r.var) + r.begin * e.elemSize, buf, r.size() * e.elemSize, 1, 0, 1, 0, 0});
         buf += r.size() * e.elemSize;
+      }
+      // (a written part keeps its runs in order: runs landing on the same bytes scatter in order)
+      if (!e.write && runs.size() > 1) runs = foldInterleaved(runs);
+      for (const auto &m : runs) {
+        if (m.bufStride != 0) inst->gathers.push_back(m);
+        else addMove(inst->gathers, first, m.var, m.buf, m.bytes);
       }
       foldRepeats(inst->gathers, first);
       if (e.write) inst->scatters.insert(inst->scatters.end(), inst->gathers.begin() + first, inst->gathers.end());
@@ -257,6 +307,18 @@ std::unique_ptr<VertexInstance> makeVertexInstance(const VertexPlan &vp,
 
 void gatherMove(const VertexInstance::Move &m) {
   const std::size_t bytes = m.bytes, count = m.count, block = bytes * count;
+  if (m.bufStride != 0) { // one of interleaved views (see foldInterleaved)
+    // (the strides in locals: the buffer's bytes could alias the move, which would be reread)
+    const std::uint8_t *var = m.var;
+    std::uint8_t *buf = m.buf;
+    const std::ptrdiff_t stride = m.stride;
+    const std::size_t bufStride = m.bufStride;
+    if (bytes == 4)
+      for (std::size_t k = 0; k < count; ++k, var += stride, buf += bufStride) std::memcpy(buf, var, 4);
+    else
+      for (std::size_t k = 0; k < count; ++k, var += stride, buf += bufStride) std::memcpy(buf, var, bytes);
+    return;
+  }
   if (count > 1 && m.stride == 0) { // one run repeated (a broadcast): copy it, then double it
     std::memcpy(m.buf, m.var, bytes);
     repeatPrefix(m.buf, bytes, block);

@@ -75,7 +75,9 @@ struct VertexInstance {
   /// `count` runs of `bytes` between a variable and the buffer: in the buffer one after another,
   /// in the variable `stride` bytes apart (0 for a broadcast element, `bytes` when contiguous);
   /// all that `repeats` times, `repeatStride` bytes further on in the variable each time (0 for
-  /// a broadcast over an outer dim) and right after the previous time in the buffer.
+  /// a broadcast over an outer dim) and right after the previous time in the buffer. A move of
+  /// an interleaved view's part (bufStride > bytes, repeats 1) puts its runs bufStride bytes
+  /// apart in the buffer, between those of the other moves of the part.
   struct Move {
     std::uint8_t *var;
     std::uint8_t *buf;
@@ -83,6 +85,7 @@ struct VertexInstance {
     std::ptrdiff_t stride;
     std::size_t repeats;
     std::ptrdiff_t repeatStride;
+    std::size_t bufStride = 0; // 0: the runs lie one after another in the buffer
   };
   /// The gathers (every field part not bound in place) and the scatters (written parts not bound
   /// in place) of this vertex, resolved to addresses once: the variables' storage never moves.

@@ -401,6 +401,56 @@ int main() {
   engine.readTensor("bigSq", hbigSq.data(), hbigSq.data() + hbigSq.size());
   CHECK(hbigSq == expectSq);
 
+  // J: a vertex reading four variables interleaved along two inner axes (as a strided
+  // convolution's input gradient joins its phases): element (t1, a1, t2, a2) is phase[a1][a2]
+  // at (t1, t2); a run of one element per phase in turn, a row at a time
+  {
+    Graph g2(target);
+    g2.addCodelets("tutorial.gp");
+    constexpr unsigned T1 = 3, T2 = 7;
+    std::vector<Tensor> rows;
+    std::vector<std::vector<float>> hphase(4, std::vector<float>(T1 * T2));
+    for (unsigned a1 = 0; a1 < 2; ++a1) {
+      std::vector<Tensor> cols;
+      for (unsigned a2 = 0; a2 < 2; ++a2) {
+        const unsigned p = a1 * 2 + a2;
+        Tensor v = g2.addVariable(FLOAT, {T1, T2}, "phase" + std::to_string(p));
+        g2.setTileMapping(v, 5);
+        g2.createHostWrite("phase" + std::to_string(p), v);
+        for (unsigned i = 0; i < T1 * T2; ++i) hphase[p][i] = float(p * 100 + i);
+        cols.push_back(v.reshape({T1, 1, T2, 1}));
+      }
+      rows.push_back(concat(cols, 3));
+    }
+    Tensor joined = concat(rows, 1).reshape({T1 * 2, T2 * 2});
+    Tensor sq = g2.addVariable(FLOAT, {T1 * 2 * T2 * 2}, "joinedSq");
+    g2.setTileMapping(sq, 5);
+    g2.createHostRead("joinedSq", sq);
+    ComputeSet cs = g2.addComputeSet("squareJoined");
+    // one vertex over all of it, one over an odd part starting mid-row
+    VertexRef whole = g2.addVertex(cs, "tg::Square");
+    g2.connect(whole["in"], joined.flatten().slice(0, 40));
+    g2.connect(whole["out"], sq.slice(0, 40));
+    g2.setTileMapping(whole, 5);
+    VertexRef rest = g2.addVertex(cs, "tg::Square");
+    g2.connect(rest["in"], joined.flatten().slice(40, T1 * 2 * T2 * 2));
+    g2.connect(rest["out"], sq.slice(40, T1 * 2 * T2 * 2));
+    g2.setTileMapping(rest, 5);
+    Engine e2(g2, Sequence({Execute(cs)}));
+    e2.load(device);
+    for (unsigned p = 0; p < 4; ++p)
+      e2.writeTensor("phase" + std::to_string(p), hphase[p].data(), hphase[p].data() + T1 * T2);
+    e2.run(0);
+    std::vector<float> got(T1 * 2 * T2 * 2), expect(got.size());
+    for (unsigned h = 0; h < T1 * 2; ++h)
+      for (unsigned w = 0; w < T2 * 2; ++w) {
+        const float x = hphase[(h % 2) * 2 + w % 2][(h / 2) * T2 + w / 2];
+        expect[h * T2 * 2 + w] = x * x;
+      }
+    e2.readTensor("joinedSq", got.data(), got.data() + got.size());
+    CHECK_VEC(got, expect);
+  }
+
   std::ostringstream summary;
   engine.printProfileSummary(summary);
   CHECK(summary.str().find("Vertices:") != std::string::npos);
