@@ -22,6 +22,9 @@
 #include <mutex>
 #include <stdexcept>
 #include <utility>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace tilegraph {
@@ -298,29 +301,74 @@ void connectFeeds(const Module &m, poplar::Engine &engine, std::FILE *out, std::
   }
 }
 
+// A file the runtime writes each run's inputs into (the streams' bytes one after the other, as
+// a run command would send them), mapped here once: a run's inputs then cross no pipe, which
+// copied them twice in chunks of its capacity, each a wake-up of the writer.
+class InputFile {
+public:
+  ~InputFile() {
+    if (base_ != nullptr) munmap(const_cast<char *>(base_), size_);
+  }
+  // maps `path` (at least `bytes` long); false if it cannot
+  bool open(const std::string &path, std::size_t bytes) {
+    if (base_ != nullptr || bytes == 0) return false;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    void *p = fstat(fd, &st) == 0 && std::size_t(st.st_size) >= bytes ? mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    ::close(fd); // the mapping keeps the file
+    if (p == MAP_FAILED) return false;
+    base_ = static_cast<const char *>(p);
+    size_ = bytes;
+    return true;
+  }
+  const char *data() const { return base_; }
+
+private:
+  const char *base_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 // A run's input payload (the streams' bytes one after the other, as the run command sends them),
 // read as the device asks for each copy: a run computes its first micro-batches while the later
-// ones are still arriving. Whatever the device did not ask for is read by finish().
+// ones are still arriving. Whatever the device did not ask for is read by finish(). A run whose
+// inputs are in the input file (startMapped) reads them from there.
 class RunInputs {
 public:
   RunInputs(std::vector<std::vector<char>> &bufs, unsigned replicas)
-      : bufs_(bufs), stream_(bufs.size()), replicas_(replicas), count_(bufs.size(), std::vector<std::size_t>(replicas, 0)) {}
+      : bufs_(bufs), stream_(bufs.size()), replicas_(replicas), count_(bufs.size(), std::vector<std::size_t>(replicas, 0)) {
+    std::size_t at = 0;
+    for (const auto &b : bufs_) offsets_.push_back(at), at += b.size();
+  }
   // a new run's payload follows on stdin
   void start() {
+    mapped_ = nullptr;
     stream_ = 0;
     at_ = 0;
     skipRead();
     for (auto &c : count_) std::fill(c.begin(), c.end(), 0);
   }
+  // a new run's payload is in the input file
+  void startMapped(const char *file) {
+    start();
+    stream_ = bufs_.size();
+    mapped_ = file;
+  }
   // the next copy (`per` bytes) of stream i for replica r, where the circular buffer would hold it
   // (copies in order, replicas side by side)
   void copy(std::size_t i, unsigned r, std::size_t per, void *p) {
     const std::size_t at = (count_[i][r]++ * per * replicas_) % bufs_[i].size() + r * per;
+    if (mapped_ != nullptr) {
+      std::memcpy(p, mapped_ + offsets_[i] + at, per);
+      return;
+    }
     need(i, at + per);
     std::memcpy(p, bufs_[i].data() + at, per);
   }
   // the rest of the run's payload
-  void finish() { need(bufs_.size(), 0); }
+  void finish() {
+    if (mapped_ == nullptr) need(bufs_.size(), 0);
+  }
 
 private:
   // bytes [0, end) of stream i have arrived (callbacks of different replicas may ask at once)
@@ -341,6 +389,8 @@ private:
     while (stream_ < bufs_.size() && at_ == bufs_[stream_].size()) ++stream_, at_ = 0;
   }
   std::vector<std::vector<char>> &bufs_;
+  std::vector<std::size_t> offsets_; // of each stream in the input file
+  const char *mapped_ = nullptr;
   std::size_t stream_, at_ = 0;
   const unsigned replicas_;
   std::vector<std::vector<std::size_t>> count_; // copies taken this run, by stream and replica
@@ -405,11 +455,22 @@ void serve(poplar::Engine &engine, std::FILE *out, const Module &m, const Device
     outBuf[i].resize(m.outputBytes[i]);
     if (m.outputBytes[i] > 0) engine.connectStream("out" + std::to_string(i), outBuf[i].data(), outBuf[i].data() + outBuf[i].size());
   }
+  std::size_t inputTotal = 0;
+  for (std::size_t n : m.inputBytes) inputTotal += n;
+  InputFile inputFile;
   std::string line;
   while (readLine(line)) {
     const std::vector<std::string> w = words(line);
     if (w.empty()) continue;
     if (w[0] == "quit" && w.size() == 1) return;
+    // "inputs <path>": runs may put their inputs in that file ("ok 1" and a byte: 1 if mapped, 0 if not)
+    if (w[0] == "inputs" && w.size() == 2) {
+      const char mapped = inputFile.open(w[1], inputTotal) ? 1 : 0;
+      writeAll(out, "ok 1\n", 5);
+      writeAll(out, &mapped, 1);
+      std::fflush(out);
+      continue;
+    }
     if (w[0] == "write" && w.size() == 3) {
       const std::size_t n = parseSize(w[2]);
       const std::size_t want = handleBytes(d, w[1]) * m.replicas;
@@ -434,15 +495,19 @@ void serve(poplar::Engine &engine, std::FILE *out, const Module &m, const Device
       const std::string head = "ok " + std::to_string(n) + "\n";
       writeAll(out, head.data(), head.size());
       writeAll(out, buf.data(), n);
-    } else if ((w[0] == "run" && w.size() == 1 + m.inputBytes.size()) || (w[0] == "runfeed" && w.size() == 1 + m.inputBytes.size() + m.outputBytes.size())) {
-      const bool feed = w[0] == "runfeed";
+    } else if (((w[0] == "run" || w[0] == "runmapped") && w.size() == 1 + m.inputBytes.size()) ||
+               ((w[0] == "runfeed" || w[0] == "runfeedmapped") && w.size() == 1 + m.inputBytes.size() + m.outputBytes.size())) {
+      const bool feed = w[0] == "runfeed" || w[0] == "runfeedmapped";
+      const bool mapped = w[0] == "runmapped" || w[0] == "runfeedmapped";
+      if (mapped && inputFile.data() == nullptr) throw std::runtime_error("protocol: " + w[0] + " before an input file was mapped");
       for (std::size_t i = 0; i < inBuf.size(); ++i) {
         const std::size_t n = parseSize(w[1 + i]);
         if (n != m.inputBytes[i]) {
           throw std::runtime_error("run: input stream " + std::to_string(i) + " needs " + std::to_string(m.inputBytes[i]) + " bytes, got " + std::to_string(n));
         }
       }
-      inputs.start();
+      if (mapped) inputs.startMapped(inputFile.data());
+      else inputs.start();
       if (reseed) {
         engine.run(1);
         reseed = false;

@@ -29,6 +29,7 @@ import { findToolchain } from './toolchain.js';
 import { stderrWarning } from './cache.js';
 import { ChildProcessError, FeedListener, HostCallListener, SyncProcess } from './sync.js';
 import { CpuCallAnswers } from './cpu-calls.js';
+import { InputFile } from './input-file.js';
 import { Waiting, driveAsync, driveSync } from './drive.js';
 
 /**
@@ -209,6 +210,8 @@ export class CompiledBackend implements Backend {
   /** Whether the build came from the executable cache (and why not): see Backend.cache. */
   readonly cache: BackendCacheStatus | undefined;
   private readonly proc: SyncProcess;
+  /** Where runs write their inputs, when the executable has mapped it (see input-file.ts). */
+  private inputFile: InputFile | undefined;
   private readonly timeoutMs: number;
   private readonly print: (line: string) => void;
   private readonly R: number;
@@ -254,9 +257,26 @@ export class CompiledBackend implements Backend {
         const zero = new Uint8Array(4 * this.R);
         yield* this.command([encoder.encode(`write step ${zero.length}\n`), zero], 'setting the random seed');
       }
+      yield* this.openInputFile();
     } catch (e) {
       this.proc.kill();
+      this.inputFile?.close();
       throw e;
+    }
+  }
+
+  /** Offers the executable a file for the runs' inputs, when they are large enough to gain by it. */
+  private *openInputFile(): Waiting<void> {
+    const R = this.R;
+    const bytes = this.plan.inputs.reduce((a, s) => a + s.perRun * R * numElements(s.shape) * bytesPerElement(s.dtype), 0);
+    const file = InputFile.create(bytes);
+    if (!file) return;
+    try {
+      const answer = yield* this.command([encoder.encode(`inputs ${file.path}\n`)], 'starting');
+      if (answer.payload[0] === 1) this.inputFile = file;
+      else file.close();
+    } finally {
+      file.unlink();
     }
   }
 
@@ -354,12 +374,17 @@ export class CompiledBackend implements Backend {
       }
       sizes.push(bytes);
     }
-    let line = `run ${sizes.join(' ')}`;
+    // the inputs through the mapped file when it takes them, else after the command on the pipe
+    const mapped = this.inputFile !== undefined && this.inputFile.write(payloads);
+    if (this.inputFile && !mapped) this.inputFile = undefined;
+    const run = mapped ? 'runmapped' : 'run';
+    if (mapped) payloads.length = 0;
+    let line = `${run} ${sizes.join(' ')}`;
     let onFeed: FeedListener | undefined;
     if (onOutput) {
       // each output copy as it is produced: the bytes of one copy on one replica per stream
       const per = this.plan.outputs.map((o) => numElements(o.shape) * bytesPerElement(o.dtype));
-      line = `runfeed ${[...sizes, ...per].join(' ')}`;
+      line = `${mapped ? 'runfeedmapped' : 'runfeed'} ${[...sizes, ...per].join(' ')}`;
       const seen = this.plan.outputs.map(() => new Array<number>(R).fill(0));
       onFeed = (stream, replica, payload) => {
         const o = this.plan.outputs[stream];
@@ -464,6 +489,8 @@ export class CompiledBackend implements Backend {
   /** Ends the executable: "quit", then a kill if it has not exited within `timeoutMs` (default 10 s). */
   dispose(timeoutMs?: number): void {
     this.proc.close(timeoutMs);
+    this.inputFile?.close();
+    this.inputFile = undefined;
   }
 }
 
