@@ -7,7 +7,7 @@ import type { Value } from '../graph.js';
 import { GradContext, OpDef, defineOp } from '../opdef.js';
 import { ShapeError, TensorType, formatShape, numElements } from '../shape.js';
 import { Tensor, allocData } from '../tensor.js';
-import { padOrCrop } from './gradutil.js';
+import { padOrCrop, zerosShaped } from './gradutil.js';
 
 /** Convolution over any number (at least one) of spatial dimensions: N, C, spatial... layout. */
 
@@ -186,11 +186,10 @@ function convInputGrad(b: GraphBuilder, g: Value, w: Value, xShape: readonly num
     });
   const perDim = field.map((_, i) => phasesOf(i));
   const unit = [N, G * Cg, ...T.flatMap((t) => [t, 1])];
-  const zero = () => b.op('expand', [b.constant(Tensor.scalar(g.type.dtype, 0))], { shape: unit });
   /** The phases from dimension i on, for the phases `chosen` of the dimensions before it, interleaved along the axes 2i+3, ... */
   const build = (i: number, chosen: ReturnType<typeof phasesOf>): Value => {
     if (i === rank) {
-      if (chosen.some((p) => !p.meets)) return zero();
+      if (chosen.some((p) => !p.meets)) return zerosShaped(b, g, unit);
       const sub = chosen.every((p, j) => p.J === kernel[j] && p.sigma === 1)
         ? wt
         : b.op('slice', [wt], {

@@ -329,10 +329,6 @@ void toChannelsLast(const float *src, std::size_t plane, std::size_t channels, s
   channelsLastBody<false>(src, plane, channels, rows, cols, srcRow, dst, dstRow);
 }
 
-/// The same unfolded inputs of a Plain2D convolution from the group's inputs zero-padded and
-/// channels-last ([image][row < Hr][col < Wr][channel]): the columns (kh, kw, c) for one kh are
-/// KW * Ci consecutive floats, so a row of the matrix is KH copies with no table and no padding
-/// test.
 } // namespace
 
 // The weight deltas as a matrix product per conv group: dy as a [Co][N*outN] matrix times the

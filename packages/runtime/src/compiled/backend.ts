@@ -367,24 +367,24 @@ export class CompiledBackend implements Backend {
         if (t.dtype !== s.dtype || !shapesEqual(t.shape, s.shape)) {
           throw new DiagnosticError(error(`input '${s.name}' expects ${formatType(s)} but was given ${t.dtype}${formatShape(t.shape)}`));
         }
-        // views of the caller's tensors where they can be: the request copies them once, for the worker
+        // views of the caller's tensors where they can be: copied once, into the input file or the request
         const b = tensorBytes(t);
         payloads.push(b);
         bytes += b.length;
       }
       sizes.push(bytes);
     }
-    // the inputs through the mapped file when it takes them, else after the command on the pipe
-    const mapped = this.inputFile !== undefined && this.inputFile.write(payloads);
-    if (this.inputFile && !mapped) this.inputFile = undefined;
-    const run = mapped ? 'runmapped' : 'run';
-    if (mapped) payloads.length = 0;
-    let line = `${run} ${sizes.join(' ')}`;
+    // the inputs through the mapped file when it takes them (a file that fails is given up), else after the command on the pipe
+    const mapped = this.inputFile?.write(payloads) ?? false;
+    if (!mapped) this.inputFile = undefined;
+    else payloads.length = 0;
+    const via = mapped ? 'mapped' : '';
+    let line = `run${via} ${sizes.join(' ')}`;
     let onFeed: FeedListener | undefined;
     if (onOutput) {
       // each output copy as it is produced: the bytes of one copy on one replica per stream
       const per = this.plan.outputs.map((o) => numElements(o.shape) * bytesPerElement(o.dtype));
-      line = `${mapped ? 'runfeedmapped' : 'runfeed'} ${[...sizes, ...per].join(' ')}`;
+      line = `runfeed${via} ${[...sizes, ...per].join(' ')}`;
       const seen = this.plan.outputs.map(() => new Array<number>(R).fill(0));
       onFeed = (stream, replica, payload) => {
         const o = this.plan.outputs[stream];
