@@ -21,5 +21,5 @@ export {
   parseModelSource,
 } from './loader.js';
 export type { LoadOptions, ModelCompilation } from './loader.js';
-export { MAX_NESTING, parseFile } from './parser.js';
+export { MAX_NESTING, grammarProblems, parseFile } from './parser.js';
 export type { ParseResult, SyntaxProblem } from './parser.js';

@@ -113,8 +113,18 @@ export const ALL_TOKENS: TokenType[] = [
 
 let lexer: Lexer | undefined;
 function getLexer(): Lexer {
-  lexer ??= new Lexer(ALL_TOKENS, { positionTracking: 'full', ensureOptimizations: false });
+  // the token definitions are fixed: their validations run in the grammar's test (lexerProblems)
+  lexer ??= new Lexer(ALL_TOKENS, { positionTracking: 'full', ensureOptimizations: false, skipValidations: true });
   return lexer;
+}
+
+/** The problems chevrotain's validations find in the token definitions (none, when they are sound). */
+export function lexerProblems(): string[] {
+  try {
+    return new Lexer(ALL_TOKENS, { positionTracking: 'full', ensureOptimizations: false, deferDefinitionErrorsHandling: true }).lexerDefinitionErrors.map((e) => e.message);
+  } catch (e) {
+    return [e instanceof Error ? e.message : String(e)];
+  }
 }
 
 export interface LexProblem {

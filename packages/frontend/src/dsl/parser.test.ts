@@ -1,6 +1,6 @@
 import type * as A from './ast.js';
 import { exprText } from './elaborate.js';
-import { DslError, parseFile, parseModelSource } from './index.js';
+import { DslError, grammarProblems, parseFile, parseModelSource } from './index.js';
 
 /** Parses `src` as the body of a model and returns its statements. */
 function stmts(src: string): readonly A.Stmt[] {
@@ -182,5 +182,13 @@ describe('model language parser', () => {
       );
       expect((e as DslError).diagnostics.length).toBe(2);
     }
+  });
+});
+
+describe('grammar', () => {
+  // loads skip chevrotain's validations of the tokens and the grammar (their cost is most of a
+  // parser's construction); here they run
+  test('the token definitions and the grammar pass chevrotain\'s validations', () => {
+    expect(grammarProblems()).toEqual([]);
   });
 });

@@ -3,7 +3,7 @@ import type * as A from './ast.js';
 import {
   ALL_TOKENS, AddOp, AndAnd, As, Assign, Bang, Block, CmpOp, Colon, Comma, Const, Dot, Ellipsis, Else, False, Fn, For,
   Ident, If, Import, In, Input, Ipu, LBracket, LCurly, LParen, Let, Loss, Minus, Model, MulOp, MultiConv, Newline, NumberLit, OrOr,
-  Output, Param, Phase, RBracket, RCurly, RParen, Return, Scope, Sep, Stage, StarStar, StringLit, True, lastPosition, lex,
+  Output, Param, Phase, RBracket, RCurly, RParen, Return, Scope, Sep, Stage, StarStar, StringLit, True, lastPosition, lex, lexerProblems,
 } from './lexer.js';
 
 function describe(t: IToken | undefined): string {
@@ -59,8 +59,13 @@ class TgParser extends CstParser {
   /** Levels open at the current token. */
   depth = 0;
 
-  constructor() {
-    super(ALL_TOKENS, { recoveryEnabled: true, errorMessageProvider: messages, maxLookahead: 3 });
+  /**
+   * `validate`: run chevrotain's checks of the grammar (ambiguities, left recursion, empty
+   * alternatives), most of the parser's construction time. The grammar is fixed, so every load of
+   * a model skips them, and its test runs them (grammarProblems).
+   */
+  constructor(validate = false) {
+    super(ALL_TOKENS, { recoveryEnabled: true, errorMessageProvider: messages, maxLookahead: 3, skipValidations: !validate });
     this.performSelfAnalysis();
   }
 
@@ -555,6 +560,17 @@ let parser: TgParser | undefined;
 function getParser(): TgParser {
   parser ??= new TgParser();
   return parser;
+}
+
+/** The problems chevrotain's validations find in the lexer's tokens and the grammar (none, when both are sound). */
+export function grammarProblems(): string[] {
+  const problems = lexerProblems();
+  try {
+    new TgParser(true); // chevrotain throws on the problems it finds
+  } catch (e) {
+    problems.push(e instanceof Error ? e.message : String(e));
+  }
+  return problems;
 }
 
 /** A syntax problem: where and what. */
