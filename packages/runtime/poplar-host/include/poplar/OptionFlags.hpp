@@ -19,8 +19,15 @@ public:
   using initializer_list_t = std::initializer_list<std::pair<const std::string, std::string>>;
   using iterator = std::map<std::string, std::string>::const_iterator;
 
-  OptionFlags() = default;
-  OptionFlags(initializer_list_t init) : map_(init) {}
+  // out of line, as in the SDK: a program building many option sets does not compile the map's
+  // construction, copy and destruction itself
+  OptionFlags();
+  OptionFlags(initializer_list_t init);
+  OptionFlags(const OptionFlags &);
+  OptionFlags(OptionFlags &&) noexcept;
+  OptionFlags &operator=(const OptionFlags &);
+  OptionFlags &operator=(OptionFlags &&) noexcept;
+  ~OptionFlags();
 
   void set(initializer_list_t init) {
     for (const auto &kv : init) map_[kv.first] = kv.second;
