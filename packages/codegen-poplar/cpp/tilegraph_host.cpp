@@ -612,3 +612,10 @@ int hostMain(int argc, char **argv, const Module &m) {
 }
 
 } // namespace tilegraph
+
+// the containers tilegraph_host.hpp declares extern
+template class std::vector<poplar::Tensor>;
+template class std::map<std::size_t, poplar::Tensor>;
+template class std::vector<poplar::DataStream>;
+template class std::vector<tilegraph::TensorRow>;
+template class std::vector<tilegraph::HostFunctionSpec>;

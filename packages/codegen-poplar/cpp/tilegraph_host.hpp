@@ -248,4 +248,12 @@ int hostMain(int argc, char **argv, const Module &m);
 
 } // namespace tilegraph
 
+// Instantiated once, in this library (tilegraph_host.cpp): every generated program uses these
+// containers, and instantiating them in each program was about a quarter of its compile.
+extern template class std::vector<poplar::Tensor>;
+extern template class std::map<std::size_t, poplar::Tensor>;
+extern template class std::vector<poplar::DataStream>;
+extern template class std::vector<tilegraph::TensorRow>;
+extern template class std::vector<tilegraph::HostFunctionSpec>;
+
 #endif // TILEGRAPH_HOST_HPP
