@@ -111,17 +111,19 @@ export const ALL_TOKENS: TokenType[] = [
   Sep, CmpOp, AddOp, MulOp,
 ];
 
+const LEXER_CONFIG = { positionTracking: 'full', ensureOptimizations: false } as const;
+
 let lexer: Lexer | undefined;
 function getLexer(): Lexer {
   // the token definitions are fixed: their validations run in the grammar's test (lexerProblems)
-  lexer ??= new Lexer(ALL_TOKENS, { positionTracking: 'full', ensureOptimizations: false, skipValidations: true });
+  lexer ??= new Lexer(ALL_TOKENS, { ...LEXER_CONFIG, skipValidations: true });
   return lexer;
 }
 
 /** The problems chevrotain's validations find in the token definitions (none, when they are sound). */
 export function lexerProblems(): string[] {
   try {
-    return new Lexer(ALL_TOKENS, { positionTracking: 'full', ensureOptimizations: false, deferDefinitionErrorsHandling: true }).lexerDefinitionErrors.map((e) => e.message);
+    return new Lexer(ALL_TOKENS, { ...LEXER_CONFIG, deferDefinitionErrorsHandling: true }).lexerDefinitionErrors.map((e) => e.message);
   } catch (e) {
     return [e instanceof Error ? e.message : String(e)];
   }
