@@ -362,6 +362,19 @@ describe('norm gradients', () => {
     );
   });
 
+  it('batch_norm_grad (the gradient of training-mode batch_norm, differentiated again)', () => {
+    const arb = fc
+      .tuple(dim(3), dim(3), shapeArb(0, 2))
+      .filter(([n, , sp]) => n * numElements(sp) > 1)
+      .chain(([n, c, sp]) => fc.tuple(tensorArb([n, c, ...sp]), distinctTensorArb([n, c, ...sp], 8), tensorArb([c], value(0.5, 2))));
+    fc.assert(
+      fc.property(arb, ([g, x, scale]) => {
+        expectGradOk('batch_norm_grad', [g, x, scale], { epsilon: 1e-3 });
+      }),
+      { numRuns: 20 },
+    );
+  });
+
   const lnArb = shapeArb(1, 3)
     .chain((shape) => fc.tuple(fc.constant(shape), fc.integer({ min: -shape.length, max: shape.length - 1 }), fc.integer({ min: 0, max: 2 })))
     .chain(([shape, axis, affine]) => {

@@ -8,6 +8,7 @@ import { CUSTOM_LOWERINGS } from './custom.js';
 import { ELEMENTWISE_OP_NAMES } from './elementwise.js';
 import { MATMUL_LOWERINGS } from './matmul.js';
 import { MOVEMENT_LOWERINGS } from './movement.js';
+import { NORM_LOWERINGS } from './norm.js';
 import { POOL_LOWERINGS } from './pool.js';
 import { RANDOM_LOWERINGS } from './random.js';
 import { REDUCE_LOWERINGS } from './reduce.js';
@@ -23,6 +24,7 @@ export const LOWERINGS: Readonly<Record<string, Lowering>> = {
   ...STATE_LOWERINGS,
   ...MATMUL_LOWERINGS,
   ...CONV_LOWERINGS,
+  ...NORM_LOWERINGS,
   ...POOL_LOWERINGS,
   ...REDUCE_LOWERINGS,
   ...MOVEMENT_LOWERINGS,
@@ -55,6 +57,7 @@ export const FAMILY_LOWERINGS: Readonly<Record<string, readonly string[]>> = {
   elementwise: ELEMENTWISE_OP_NAMES,
   matmul: Object.keys(MATMUL_LOWERINGS),
   conv: Object.keys(CONV_LOWERINGS),
+  norm: Object.keys(NORM_LOWERINGS),
   pool: Object.keys(POOL_LOWERINGS),
   reduce: Object.keys(REDUCE_LOWERINGS),
   movement: Object.keys(MOVEMENT_LOWERINGS),

@@ -148,9 +148,9 @@ export const batch_norm = defineOp({
     let dx: Value;
     let xhat: Value;
     if (op.attrs['training']) {
-      const stats = normalizeStats(b, x, axes, eps);
-      xhat = stats.xhat;
-      dx = normalizeBackward(b, gh, xhat, stats.rstd, axes);
+      // one op for the three gradients (PopART's BatchNormGradOp), which the code generator
+      // lowers to PopLibs' batch norm gradients: a few passes over x and g, not a chain of them
+      return [...b.ops('batch_norm_grad', [g, x, scale], { epsilon: eps }), undefined, undefined];
     } else {
       const rstd = b.op('reciprocal', [b.op('sqrt', [b.op('add', [variance, scalarLike(b, variance, eps)])])]);
       const rstdC = channelView(b, rstd, rank);
@@ -162,6 +162,119 @@ export const batch_norm = defineOp({
     return [dx, dscale, dbias, undefined, undefined];
   },
   saves: { operands: [0, 1, 3, 4] },
+});
+
+/**
+ * The gradient of batch_norm_grad (double backward), per channel with M the values per channel,
+ * x̂ and r = rstd recomputed from x, s = scale, m = mean(g·x̂) and P(g) = g - mean(g) - x̂·m (so
+ * dx = s·r·P(g)), and upstream gradients Gx, Gs, Gb of dx, dscale, dbias:
+ *   grad g = Gb + Gs·x̂ + s·r·P(Gx)  (P is symmetric),
+ *   grad scale = Σ Gx·r·P(g),
+ *   grad x = r·(u - mean(u) - x̂·mean(u·x̂)) - s·r²·mean(Gx·P(g))·x̂, with u = Gs·g - s·r·(Gx·m + mean(Gx·x̂)·g)
+ * (u is the gradient with respect to x̂ at fixed r, and the last term the path through r).
+ */
+function batchNormGradGrad(b: GraphBuilder, eps: number, [g, x, scale]: readonly [Value, Value, Value], [gx, gs, gb]: readonly (Value | undefined)[]): (Value | undefined)[] {
+  const rank = x.type.shape.length;
+  const axes = nonChannelAxes(rank);
+  const mean = (v: Value) => b.op('reduce_mean', [v], { axes, keepdims: true });
+  const mul = (u: Value, v: Value) => b.op('mul', [u, v]);
+  const sub = (u: Value, v: Value) => b.op('sub', [u, v]);
+  const add = (u: Value | undefined, v: Value) => (u ? b.op('add', [u, v]) : v);
+  const { xhat, rstd } = normalizeStats(b, x, axes, eps);
+  const s = channelView(b, scale, rank);
+  const project = (v: Value) => sub(sub(v, mean(v)), mul(xhat, mean(mul(v, xhat))));
+  const m = mean(mul(g, xhat));
+  const pg = sub(sub(g, mean(g)), mul(xhat, m));
+  let dg: Value | undefined = gb ? b.op('expand', [channelView(b, gb, rank)], { shape: [...g.type.shape] }) : undefined;
+  if (gs) dg = add(dg, mul(channelView(b, gs, rank), xhat));
+  if (gx) dg = add(dg, mul(mul(s, rstd), project(gx)));
+  const dscale = gx ? b.op('reduce_sum', [mul(mul(gx, rstd), pg)], { axes }) : undefined;
+  // the gradient with respect to x̂ at fixed r
+  let u: Value | undefined = gs ? mul(channelView(b, gs, rank), g) : undefined;
+  if (gx) {
+    const viaDx = mul(mul(s, rstd), b.op('add', [mul(gx, m), mul(mean(mul(gx, xhat)), g)]));
+    u = u ? sub(u, viaDx) : b.op('neg', [viaDx]);
+  }
+  let dx: Value | undefined = u ? mul(rstd, project(u)) : undefined;
+  if (dx && gx) dx = sub(dx, mul(mul(mul(s, mul(rstd, rstd)), mean(mul(gx, pg))), xhat));
+  return [dg, dx, dscale];
+}
+
+/**
+ * The gradients of training-mode batch norm, from the output gradient g, the input x and scale:
+ * with the batch statistics recomputed from x (mean, biased variance, rstd = 1/sqrt(var + eps),
+ * x̂ = (x - mean)·rstd) and gh = g·scale, dx = ((gh - mean(gh)) - x̂·mean(gh·x̂))·rstd,
+ * dscale = Σ g·x̂ and dbias = Σ g, the means and sums per channel over every other axis.
+ */
+export const batch_norm_grad = defineOp({
+  name: 'batch_norm_grad',
+  family: 'norm',
+  doc:
+    'Gradients of training-mode batch_norm (PopART BatchNormGradOp, PopLibs batchNormGradients and batchNormParamGradients): from g (the gradient of y), x and scale [C], ' +
+    'the batch statistics recomputed from x, returns dx (the gradient through the statistics), dscale and dbias [C].',
+  operands: [{ name: 'g' }, { name: 'x' }, { name: 'scale' }],
+  attrs: { epsilon: { type: 'float', default: 1e-5 } },
+  infer: (types, attrs) => {
+    const [g, x, scale] = types as [TensorType, TensorType, TensorType];
+    checkEpsilon(attrs);
+    if (!isFloat(x.dtype)) throw new ShapeError(`x must be float, got ${dtypeShortName(x.dtype)}`);
+    if (g.dtype !== x.dtype || scale.dtype !== x.dtype) throw new ShapeError(`g, x and scale must have one float type, got ${dtypeShortName(g.dtype)}, ${dtypeShortName(x.dtype)} and ${dtypeShortName(scale.dtype)}`);
+    if (x.shape.length < 2) throw new ShapeError(`x must have rank 2 or more [N,C,...], got ${formatShape(x.shape)}`);
+    if (!shapesEqual(g.shape, x.shape)) throw new ShapeError(`g ${formatShape(g.shape)} must have the shape of x ${formatShape(x.shape)}`);
+    const c = x.shape[1]!;
+    if (scale.shape.length !== 1 || scale.shape[0] !== c) throw new ShapeError(`scale ${formatShape(scale.shape)} must have shape [${c}] (the channels, dim 1, of ${formatShape(x.shape)})`);
+    if (batchNormCount(x.shape) <= 1) throw new ShapeError(`training needs more than one value per channel, x ${formatShape(x.shape)} has ${batchNormCount(x.shape)}`);
+    return [{ dtype: x.dtype, shape: [...x.shape] }, { dtype: x.dtype, shape: [c] }, { dtype: x.dtype, shape: [c] }];
+  },
+  kernel: ([g, x, scale], attrs) => {
+    const eps = attrs['epsilon'] as number;
+    const [N, C] = x!.shape as [number, number];
+    const S = numElements(x!.shape.slice(2));
+    const count = N * S;
+    const xd = x!.data;
+    const gd = g!.data;
+    const dx = new Float64Array(xd.length);
+    const dscale = new Float64Array(C);
+    const dbias = new Float64Array(C);
+    const at = (n: number, c: number, i: number) => (n * C + c) * S + i;
+    for (let c = 0; c < C; c++) {
+      let s = 0;
+      for (let n = 0; n < N; n++) for (let i = 0; i < S; i++) s += xd[at(n, c, i)]!;
+      const mu = s / count;
+      let q = 0;
+      for (let n = 0; n < N; n++) {
+        for (let i = 0; i < S; i++) {
+          const d = xd[at(n, c, i)]! - mu;
+          q += d * d;
+        }
+      }
+      const rstd = 1 / Math.sqrt(q / count + eps);
+      let sumG = 0;
+      let sumGx = 0;
+      for (let n = 0; n < N; n++) {
+        for (let i = 0; i < S; i++) {
+          const k = at(n, c, i);
+          sumG += gd[k]!;
+          sumGx += gd[k]! * (xd[k]! - mu) * rstd;
+        }
+      }
+      const sc = scale!.data[c]!;
+      const meanGh = (sumG * sc) / count;
+      const meanGhx = (sumGx * sc) / count;
+      for (let n = 0; n < N; n++) {
+        for (let i = 0; i < S; i++) {
+          const k = at(n, c, i);
+          const xhat = (xd[k]! - mu) * rstd;
+          dx[k] = (gd[k]! * sc - meanGh - xhat * meanGhx) * rstd;
+        }
+      }
+      dscale[c] = sumGx;
+      dbias[c] = sumG;
+    }
+    return [fromValues(x!.dtype, x!.shape, dx), fromValues(x!.dtype, [C], dscale), fromValues(x!.dtype, [C], dbias)];
+  },
+  grad: ({ b, op, inputs, outputGrads }) => batchNormGradGrad(b, op.attrs['epsilon'] as number, inputs as [Value, Value, Value], outputGrads),
+  saves: { operands: [0, 1, 2] },
 });
 
 // ---- layer_norm ----
@@ -315,4 +428,4 @@ export const group_norm = defineOp({
   saves: { operands: [0, 1] },
 });
 
-export const NORM_OPS: OpDef[] = [batch_norm, layer_norm, group_norm];
+export const NORM_OPS: OpDef[] = [batch_norm, batch_norm_grad, layer_norm, group_norm];

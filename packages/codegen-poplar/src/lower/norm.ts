@@ -1,0 +1,42 @@
+import { Op, Value, numElements } from '@tilegraph/ir';
+import type { GraphEmitter } from '../context.js';
+import type { Lowering } from './index.js';
+import { checkPoplinTypes } from './preconditions.js';
+import { elementLiteral } from '../types.js';
+
+/**
+ * batch_norm_grad → popnn::bn, as PopART grows its BatchNormGradOp: the batch statistics again
+ * (batchNormStatistics, biased variance, two-pass), the input gradient through them
+ * (batchNormGradients) and the scale's and bias's (batchNormParamGradients), from the
+ * activations as they are. The forward batch_norm is decomposed into element-wise ops and
+ * reductions, which fuse with the ops around it.
+ */
+function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
+  const acts = op.operands[1]!;
+  const [dx, dscale, dbias] = op.results as [Value, Value, Value];
+  const ipu = e.ipuOf(op);
+  const g = e.g(ipu);
+  if (numElements(acts.type.shape) === 0 || acts.type.shape[1] === 0) {
+    for (const r of op.results) e.newResult(r, ipu);
+    return;
+  }
+  checkPoplinTypes(e, 'popnn::bn::batchNormGradients', [acts.type.dtype]);
+  const eps = op.attrs['epsilon'] as number;
+  const C = acts.type.shape[1]!;
+  const label = e.valueLabel(dx);
+  const name = e.debugName(label);
+  const stats = e.local('bnStats');
+  e.countTemporary('float32', [C], ipu, `${label}/mean`);
+  e.countTemporary('float32', [C], ipu, `${label}/invStdDev`);
+  e.emit(`const auto ${stats} = popnn::bn::batchNormStatistics(${g}, ${e.operand(op, 1)}, ${elementLiteral('float32', eps)}, prog, false, true, poplar::FLOAT, ${name});`);
+  e.countResult(dx.type.dtype, dx.type.shape, ipu, label);
+  e.define(dx, `popnn::bn::batchNormGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${stats}.first, ${stats}.second, ${e.operand(op, 2)}, prog, poplar::FLOAT, ${name})`, ipu, new Set(), true);
+  const deltas = e.local('bnDeltas');
+  e.emit(`const auto ${deltas} = popnn::bn::batchNormParamGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${stats}.first, ${stats}.second, prog, poplar::FLOAT, ${e.debugName(e.valueLabel(dscale))});`);
+  e.countResult(dscale.type.dtype, dscale.type.shape, ipu, e.valueLabel(dscale));
+  e.define(dscale, `${deltas}.first`, ipu, new Set(), true);
+  e.countResult(dbias.type.dtype, dbias.type.shape, ipu, e.valueLabel(dbias));
+  e.define(dbias, `${deltas}.second`, ipu, new Set(), true);
+}
+
+export const NORM_LOWERINGS: Record<string, Lowering> = { batch_norm_grad: lowerBatchNormGrad };
