@@ -375,6 +375,18 @@ describe('norm gradients', () => {
     );
   });
 
+  it('batch_norm_stats (mean and inverse standard deviation per channel)', () => {
+    const arb = fc
+      .tuple(dim(3), dim(3), shapeArb(0, 2))
+      .chain(([n, c, sp]) => fc.tuple(distinctTensorArb([n, c, ...sp], 8), fc.constantFrom(1e-3, 0.5)));
+    fc.assert(
+      fc.property(arb, ([x, epsilon]) => {
+        expectGradOk('batch_norm_stats', [x], { epsilon });
+      }),
+      { numRuns: 20 },
+    );
+  });
+
   const lnArb = shapeArb(1, 3)
     .chain((shape) => fc.tuple(fc.constant(shape), fc.integer({ min: -shape.length, max: shape.length - 1 }), fc.integer({ min: 0, max: 2 })))
     .chain(([shape, axis, affine]) => {

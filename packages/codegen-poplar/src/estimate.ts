@@ -233,6 +233,12 @@ export function estimateOp(op: Op, opts?: EstimateOptions): OpEstimate {
     compute = ampCycles(2 * outElems * n * numElements(dy.type.shape.slice(2)), x.type.dtype, c);
     exchange = exchangeCycles(bytesOf(dy) + bytesOf(x), c);
     syncs = c.matmulComputeSets;
+  } else if (kind === 'batch_norm_stats') {
+    // popnn::bn::batchNormStatistics: two passes over x, each reduction two stages
+    const x = op.operands[0]!;
+    compute = 2 * elementwiseCycles(numElements(x.type.shape), x.type.dtype, c);
+    exchange = exchangeCycles(bytesOf(x), c);
+    syncs = 4;
   } else if (kind === 'batch_norm_grad') {
     // popnn::bn: the statistics (two passes over x), the channel sums of g and g·x̂ (one over
     // both) and dx (one more): about five element-wise passes, each reduction two stages

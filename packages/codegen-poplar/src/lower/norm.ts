@@ -8,8 +8,8 @@ import { elementLiteral } from '../types.js';
  * batch_norm_grad → popnn::bn, as PopART grows its BatchNormGradOp: the batch statistics again
  * (batchNormStatistics, biased variance, two-pass), the input gradient through them
  * (batchNormGradients) and the scale's and bias's (batchNormParamGradients), from the
- * activations as they are. The forward batch_norm is decomposed into element-wise ops and
- * reductions, which fuse with the ops around it.
+ * activations as they are. The forward training-mode batch_norm is decomposed into
+ * batch_norm_stats and element-wise ops, which fuse with the ops around it.
  */
 function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
   const acts = op.operands[1]!;
@@ -39,4 +39,23 @@ function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
   e.define(dbias, `${deltas}.second`, ipu, new Set(), true);
 }
 
-export const NORM_LOWERINGS: Record<string, Lowering> = { batch_norm_grad: lowerBatchNormGrad };
+/** batch_norm_stats → popnn::bn::batchNormStatistics (biased variance, two-pass): the mean and inverse standard deviation. */
+function lowerBatchNormStats(op: Op, e: GraphEmitter): void {
+  const x = op.operands[0]!;
+  const [mean, invStd] = op.results as [Value, Value];
+  const ipu = e.ipuOf(op);
+  if (numElements(x.type.shape) === 0) {
+    for (const r of op.results) e.newResult(r, ipu);
+    return;
+  }
+  checkPoplinTypes(e, 'popnn::bn::batchNormStatistics', [x.type.dtype]);
+  const stats = e.local('bnStats');
+  const label = e.valueLabel(mean);
+  e.emit(`const auto ${stats} = popnn::bn::batchNormStatistics(${e.g(ipu)}, ${e.operand(op, 0)}, ${elementLiteral('float32', op.attrs['epsilon'] as number)}, prog, false, true, poplar::FLOAT, ${e.debugName(label)});`);
+  e.countResult(mean.type.dtype, mean.type.shape, ipu, label);
+  e.define(mean, `${stats}.first`, ipu, new Set(), true);
+  e.countResult(invStd.type.dtype, invStd.type.shape, ipu, e.valueLabel(invStd));
+  e.define(invStd, `${stats}.second`, ipu, new Set(), true);
+}
+
+export const NORM_LOWERINGS: Record<string, Lowering> = { batch_norm_stats: lowerBatchNormStats, batch_norm_grad: lowerBatchNormGrad };

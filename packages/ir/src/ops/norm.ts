@@ -165,6 +165,70 @@ export const batch_norm = defineOp({
 });
 
 /**
+ * The batch statistics of training-mode batch norm as PopLibs' batchNormStatistics makes them:
+ * per channel (dim 1) over every other axis, the mean and inv_std = 1/sqrt(var + epsilon) with
+ * the biased variance, two-pass. The decompose pass builds training-mode batch_norm from it, so
+ * the code generator computes the statistics in one library call rather than in reductions of
+ * element-wise passes. With M values per channel, d mean/dx = 1/M and d inv_std/dx = -inv_std³·(x - mean)/M.
+ */
+export const batch_norm_stats = defineOp({
+  name: 'batch_norm_stats',
+  family: 'norm',
+  doc: 'Batch statistics of x[N,C,...] per channel (PopLibs batchNormStatistics): mean [C] and inv_std [C] = 1/sqrt(var + epsilon), the variance biased, both over every axis but 1.',
+  operands: [{ name: 'x' }],
+  attrs: { epsilon: { type: 'float', default: 1e-5 } },
+  infer: ([x], attrs) => {
+    checkEpsilon(attrs);
+    if (!isFloat(x!.dtype)) throw new ShapeError(`x must be float, got ${dtypeShortName(x!.dtype)}`);
+    if (x!.shape.length < 2) throw new ShapeError(`x must have rank 2 or more [N,C,...], got ${formatShape(x!.shape)}`);
+    if (batchNormCount(x!.shape) < 1) throw new ShapeError(`x ${formatShape(x!.shape)} has no values per channel`);
+    const c = x!.shape[1]!;
+    return [{ dtype: x!.dtype, shape: [c] }, { dtype: x!.dtype, shape: [c] }];
+  },
+  kernel: ([x], attrs) => {
+    const eps = attrs['epsilon'] as number;
+    const [N, C] = x!.shape as [number, number];
+    const S = numElements(x!.shape.slice(2));
+    const xd = x!.data;
+    const mean = new Float64Array(C);
+    const invStd = new Float64Array(C);
+    for (let c = 0; c < C; c++) {
+      let s = 0;
+      for (let n = 0; n < N; n++) for (let i = 0; i < S; i++) s += xd[(n * C + c) * S + i]!;
+      const mu = s / (N * S);
+      let q = 0;
+      for (let n = 0; n < N; n++) {
+        for (let i = 0; i < S; i++) {
+          const d = xd[(n * C + c) * S + i]! - mu;
+          q += d * d;
+        }
+      }
+      mean[c] = mu;
+      invStd[c] = 1 / Math.sqrt(q / (N * S) + eps);
+    }
+    return [fromValues(x!.dtype, [C], mean), fromValues(x!.dtype, [C], invStd)];
+  },
+  grad: ({ b, inputs, outputs, outputGrads }) => {
+    const [gm, gr] = outputGrads;
+    if (!gm && !gr) return [undefined];
+    const x = inputs[0]!;
+    const rank = x.type.shape.length;
+    const axes = nonChannelAxes(rank);
+    const count = batchNormCount(x.type.shape);
+    const perValue = (v: Value) => b.op('div', [channelView(b, v, rank), scalarLike(b, x, count)]);
+    let dx: Value | undefined = gm ? b.op('expand', [perValue(gm)], { shape: [...x.type.shape] }) : undefined;
+    if (gr) {
+      const r = channelView(b, outputs[1]!, rank);
+      const d = b.op('sub', [x, b.op('reduce_mean', [x], { axes, keepdims: true })]);
+      const viaR = b.op('mul', [b.op('neg', [b.op('mul', [b.op('mul', [r, r]), r])]), b.op('mul', [d, perValue(gr)])]);
+      dx = dx ? b.op('add', [dx, viaR]) : viaR;
+    }
+    return [dx];
+  },
+  saves: { operands: [0], results: [1] },
+});
+
+/**
  * The gradient of batch_norm_grad (double backward), per channel with M the values per channel,
  * x̂ and r = rstd recomputed from x, s = scale, m = mean(g·x̂) and P(g) = g - mean(g) - x̂·m (so
  * dx = s·r·P(g)), and upstream gradients Gx, Gs, Gb of dx, dscale, dbias:
@@ -428,4 +492,4 @@ export const group_norm = defineOp({
   saves: { operands: [0, 1] },
 });
 
-export const NORM_OPS: OpDef[] = [batch_norm, batch_norm_grad, layer_norm, group_norm];
+export const NORM_OPS: OpDef[] = [batch_norm, batch_norm_stats, batch_norm_grad, layer_norm, group_norm];
