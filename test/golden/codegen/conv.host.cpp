@@ -16,6 +16,7 @@
 #include <poplin/MatMul.hpp>
 #include <poplin/MultiConvolution.hpp>
 #include <poplin/codelets.hpp>
+#include <popnn/BatchNorm.hpp>
 #include <popnn/CTCInference.hpp>
 #include <popnn/codelets.hpp>
 #include <poputil/TileMapping.hpp>
