@@ -27,6 +27,9 @@ namespace {
 
 /// Columns a convolution's product should have at least (output positions of its images).
 constexpr std::size_t kColumnsPerProduct = 512;
+/// Output positions per image from which a weight-delta product reads each image's gradients
+/// where they lie rather than gathering all images into one matrix first.
+constexpr std::size_t kRowsPerImageProduct = 256;
 
 std::size_t weightIndex(const ConvGeometry &g, std::size_t grp, std::size_t o, std::size_t c) {
   return g.transposed ? ((grp * g.Ci + c) * g.Co + o) * g.kN : ((grp * g.Co + o) * g.Ci + c) * g.kN;
@@ -346,13 +349,32 @@ void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, flo
   const bool padded = g.plain2D && g.outN > 0;
   const std::size_t Hr = padded ? readRows(q) : 0, Wr = padded ? readCols(q) : 0;
   const std::size_t xtCount = padded ? g.N * Hr * Wr * g.Ci : g.N * g.inN * g.Ci;
+  // large images: dy's rows for one image and group ([Co][outN], contiguous) are A where they
+  // lie, each image's products continuing the sums of the images before it (the same order over
+  // (n, j)); small ones are gathered into one [Co][N*outN] matrix first, so a product is not a
+  // handful of rows
+  const bool perImage = padded && g.outN >= kRowsPerImageProduct;
   ScratchLease scratch;
   // (a product reading the padded inputs in place reads up to kGemmRowOverrun floats past a row)
-  float *zm = scratch.get(0, g.Co * rows), *prod = scratch.get(1, g.Co * depth), *xt = scratch.get(2, xtCount + kGemmRowOverrun);
-  // the padding stays zero for every group: the groups write the same elements
-  if (padded) std::fill(xt, xt + xtCount + kGemmRowOverrun, 0.0f);
+  float *zm = scratch.get(0, perImage ? 0 : g.Co * rows), *prod = scratch.get(1, g.Co * depth),
+        *xt = scratch.get(2, xtCount + kGemmRowOverrun);
   const std::size_t rowsIn = padded ? std::min(q.H, Hr - std::min(Hr, q.padTop)) : 0;
   const std::size_t colsIn = padded ? std::min(q.W, Wr - std::min(Wr, q.padLeft)) : 0;
+  // only the padding is zeroed, once: the groups write the same interior elements
+  if (padded) {
+    const std::size_t rowFloats = Wr * g.Ci;
+    for (std::size_t n = 0; n < g.N; ++n)
+      for (std::size_t r = 0; r < Hr; ++r) {
+        float *row = xt + (n * Hr + r) * rowFloats;
+        if (r < q.padTop || r >= q.padTop + rowsIn) {
+          std::fill(row, row + rowFloats, 0.0f);
+          continue;
+        }
+        std::fill(row, row + std::min(Wr, q.padLeft) * g.Ci, 0.0f);
+        std::fill(row + std::min(Wr, q.padLeft + colsIn) * g.Ci, row + rowFloats, 0.0f);
+      }
+    std::fill(xt + xtCount, xt + xtCount + kGemmRowOverrun, 0.0f);
+  }
   const PackB unfold = padded ? PackB() : unfoldChannelsLast(g, xt);
   // Padded: row p of the unfolded inputs is, for each kernel row kh, a run of KW * Ci floats of
   // the padded channels-last inputs; each kernel row's columns are a product reading those runs
@@ -367,9 +389,10 @@ void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, flo
     }
   }
   for (std::size_t grp = 0; grp < g.G; ++grp) {
-    for (std::size_t o = 0; o < g.Co; ++o)
-      for (std::size_t n = 0; n < g.N; ++n)
-        std::memcpy(zm + o * rows + n * g.outN, dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN, g.outN * sizeof(float));
+    if (!perImage)
+      for (std::size_t o = 0; o < g.Co; ++o)
+        for (std::size_t n = 0; n < g.N; ++n)
+          std::memcpy(zm + o * rows + n * g.outN, dy + (n * g.G * g.Co + grp * g.Co + o) * g.outN, g.outN * sizeof(float));
     // the group's inputs channels-last, so the channels one kernel position reads lie side by side
     for (std::size_t n = 0; n < g.N; ++n) {
       const float *src = x + (n * g.G + grp) * g.Ci * g.inN;
@@ -381,7 +404,15 @@ void weightDeltasF32(const ConvGeometry &g, const float *dy, const float *x, flo
                      Wr * g.Ci);
     }
     if (rows == 0) std::fill(prod, prod + g.Co * depth, 0.0f);
-    else if (padded) {
+    else if (perImage) {
+      const std::size_t run = q.KW * g.Ci, rowFloats = Wr * g.Ci;
+      for (std::size_t n = 0; n < g.N; ++n) {
+        const float *a = dy + (n * g.G + grp) * g.Co * g.outN;
+        for (std::size_t kh = 0; kh < q.KH; ++kh)
+          gemmF32Rows(g.Co, run, g.outN, a, g.outN, xt + kh * rowFloats, runAt.data() + n * g.outN, prod + kh * run,
+                      depth, n > 0);
+      }
+    } else if (padded) {
       const std::size_t run = q.KW * g.Ci, rowFloats = Wr * g.Ci;
       for (std::size_t kh = 0; kh < q.KH; ++kh)
         gemmF32Rows(g.Co, run, rows, zm, rows, xt + kh * rowFloats, runAt.data(), prod + kh * run, depth);

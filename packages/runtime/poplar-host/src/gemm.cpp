@@ -266,16 +266,16 @@ struct BSource {
 
 /// The product on one thread: columns [0, n) of C.
 void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
-                 float *C, std::size_t ldc);
+                 float *C, std::size_t ldc, bool onto);
 
 /// The product with whole panels of columns split over the step's threads; every output is
 /// still summed by one thread, in order.
 void gemmSplit(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
-               float *C, std::size_t ldc) {
+               float *C, std::size_t ldc, bool onto = false) {
   const std::size_t NR = static_cast<std::size_t>(currentKernel().load(std::memory_order_relaxed)->NR);
   const std::size_t threads =
       std::min<std::size_t>({gemmThreads, (n + NR - 1) / NR, std::max<std::size_t>(1, m * n * k / kProductsPerThread)});
-  if (threads <= 1) return gemmColumns(m, n, k, A, lda, B, C, ldc);
+  if (threads <= 1) return gemmColumns(m, n, k, A, lda, B, C, ldc, onto);
   const std::size_t panels = (n + NR - 1) / NR;
   std::vector<std::thread> pool;
   std::vector<std::exception_ptr> errors(threads);
@@ -283,7 +283,7 @@ void gemmSplit(std::size_t m, std::size_t n, std::size_t k, const float *A, std:
     const std::size_t j0 = panels * t / threads * NR, j1 = std::min(n, panels * (t + 1) / threads * NR);
     PackB shifted;
     try {
-      gemmColumns(m, j1 - j0, k, A, lda, B.from(j0, shifted), C + j0, ldc);
+      gemmColumns(m, j1 - j0, k, A, lda, B.from(j0, shifted), C + j0, ldc, onto);
     } catch (...) {
       errors[t] = std::current_exception();
     }
@@ -296,8 +296,8 @@ void gemmSplit(std::size_t m, std::size_t n, std::size_t k, const float *A, std:
 }
 
 void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
-                 float *C, std::size_t ldc) {
-  if (m == 0 || n == 0) return;
+                 float *C, std::size_t ldc, bool onto) {
+  if (m == 0 || n == 0 || (k == 0 && onto)) return;
   if (k == 0) {
     for (std::size_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
     return;
@@ -319,7 +319,7 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
           for (std::size_t ir = 0; ir < mc; ir += MR)
             K.micro(kc, A + (ic + ir) * lda + pc, lda,
                     B.pack ? bufB + jr * kc : B.base + jc + jr, B.pack ? nullptr : B.rows + pc,
-                    C + (ic + ir) * ldc + jc + jr, ldc, pc == 0,
+                    C + (ic + ir) * ldc + jc + jr, ldc, pc == 0 && !onto,
                     static_cast<int>(std::min<std::size_t>(MR, mc - ir)),
                     static_cast<int>(std::min<std::size_t>(NR, nc - jr)));
       }
@@ -335,8 +335,8 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
 }
 
 void gemmF32Rows(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
-                 const std::size_t *rows, float *C, std::size_t ldc) {
-  gemmSplit(m, n, k, A, lda, BSource{nullptr, B, rows}, C, ldc);
+                 const std::size_t *rows, float *C, std::size_t ldc, bool onto) {
+  gemmSplit(m, n, k, A, lda, BSource{nullptr, B, rows}, C, ldc, onto);
 }
 
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,

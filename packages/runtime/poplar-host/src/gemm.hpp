@@ -32,8 +32,10 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
 /// gemmF32 with row p of B the n floats at B + rows[p], read where they lie (a convolution's
 /// unfolded inputs that are runs of its padded input). The kernel reads whole panels, so up to
 /// kGemmRowOverrun floats past the end of a row must be readable (their products are discarded).
+/// With `onto`, each element of C is a sum so far that this call continues (its products follow
+/// those already added: the same bits as one product over both ranges of k).
 void gemmF32Rows(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
-                 const std::size_t *rows, float *C, std::size_t ldc);
+                 const std::size_t *rows, float *C, std::size_t ldc, bool onto = false);
 constexpr std::size_t kGemmRowOverrun = 64;
 
 /// The threads the products of the calling step may use (each output is still summed by one

@@ -1,7 +1,7 @@
 // The float matrix product's inner kernels (src/gemm.cpp), each one this CPU runs, bit for bit
 // against the plain loop of the documented numerics, at sizes around their register and cache
-// blocks, with row strides wider than the rows, through a packer as convolutions call it and
-// split over threads;
+// blocks, with row strides wider than the rows, through a packer as convolutions call it, split
+// over threads, and with B's rows read in place over two calls, the second continuing the sums;
 // and the vectorised finiteness check, with a NaN or an infinity at every position of short
 // buffers and at the end of a long one.
 #include "../src/gemm.hpp"
@@ -90,6 +90,17 @@ int main() {
         gemmF32(m, n, k, A.data(), lda, B.data(), ldb, E.data(), ldc);
       }
       check::report(sameBits(want, E.data(), m, n, ldc), at + " on 3 threads: the plain loop's bits", __FILE__, __LINE__);
+      // B's rows where they lie, the products in two calls, the second continuing the first's
+      // sums (the kernel may read kGemmRowOverrun floats past a row)
+      std::vector<float> Bp(B);
+      Bp.resize(B.size() + kGemmRowOverrun);
+      std::vector<std::size_t> rows(k);
+      for (std::size_t p = 0; p < k; ++p) rows[p] = p * ldb;
+      std::vector<float> F(m * ldc, 123.0f);
+      const std::size_t split = k / 3;
+      gemmF32Rows(m, n, split, A.data(), lda, Bp.data(), rows.data(), F.data(), ldc);
+      gemmF32Rows(m, n, k - split, A.data() + split, lda, Bp.data(), rows.data() + split, F.data(), ldc, true);
+      check::report(sameBits(want, F.data(), m, n, ldc), at + " in rows, over two calls: the plain loop's bits", __FILE__, __LINE__);
     }
   }
   useGemmKernel(kernels.front());

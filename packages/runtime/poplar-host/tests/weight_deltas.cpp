@@ -122,6 +122,8 @@ int main() {
       {1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 0, 0, 1, 1, 3, 3},     // the only window in the padding: zero
       {2, 1, 1, 2, 6, 5, 3, 2, 0, 0, 0, 0, 1, 1, 2, 2},     // a trailing row no window reads
       {8, 1, 64, 5, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  // sums over more products than a block of the kernel
+      {3, 2, 4, 3, 40, 36, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2},  // images large enough for a product each, groups, strides
+      {2, 1, 3, 2, 20, 20, 3, 3, 2, 0, 1, 3, 1, 1, 1, 1},   // asymmetric padding around images read one by one
       {3, 2, 7, 3, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    // a panel of (c, k) columns across input channels
       // read in place from zero-padded channels-last inputs (no dilation): strides 2 and 3, asymmetric
       // strides and padding, padding no window reaches, kernels larger and smaller than the
