@@ -102,6 +102,20 @@ describe('merged compute sets', () => {
     expect(vertices?.[1]).toBe('cs0');
   });
 
+  it('fuses two element-wise chains that meet in one op into one vertex (a ReLU mask and the gradient it gates)', () => {
+    const b = new GraphBuilder('g');
+    const x = b.input('x', 'float32', [64]);
+    const g1 = b.input('g1', 'float32', [64]);
+    const g2 = b.input('g2', 'float32', [64]);
+    const mask = b.op('cast', [b.op('greater', [x, b.scalar('float32', 0)])], { to: 'float32' });
+    const grad = b.op('add', [g1, g2]);
+    b.output('dx', b.op('mul', [grad, mask]));
+    const text = graphCode(host(moduleOf(b)), 'g');
+    expect(count(text, 'addComputeSet')).toBe(1);
+    expect(count(text, 'addRegionVertices(')).toBe(1);
+    expect(text).toMatch(/fused: (%\d+=(greater|cast|add|mul) ?){4}/);
+  });
+
   it('does not move work that reads a state across the write of that state', () => {
     // u reads w's old value after the update of w is written: the write waits for u's compute set
     const b = new GraphBuilder('update');

@@ -545,10 +545,25 @@ export class Fusion {
     const ipu = this.e.ipuOf(op);
     const shape = op.result.type.shape;
     const feeding = [...new Set(op.operands.map((v) => this.groupOf(v)).filter((g): g is Group => g !== undefined))];
-    const fits = (g: Group) => g.ipu === ipu && shapesEqual(g.shape, shape) && g.ops.length < this.maxOps;
-    const target = feeding.find(fits);
-    for (const g of feeding) if (g !== target) this.close(g);
+    const fits = (g: Group) => g.ipu === ipu && shapesEqual(g.shape, shape);
+    // every open group feeding the op that fits joins it (two chains meeting, as a ReLU's mask
+    // and the gradient it gates): nothing outside an open group reads its values, so the groups'
+    // ops one group after the other are still in dependency order
+    const joining: Group[] = [];
+    let size = 1;
+    for (const g of feeding) {
+      if (fits(g) && size + g.ops.length <= this.maxOps) {
+        joining.push(g);
+        size += g.ops.length;
+      } else this.close(g);
+    }
+    const [target, ...others] = joining;
     if (target) {
+      for (const g of others) {
+        target.ops.push(...g.ops);
+        for (const m of g.ops) target.members.add(m);
+        this.open = this.open.filter((x) => x !== g);
+      }
       target.ops.push(op);
       target.members.add(op);
     } else this.open.push({ ops: [op], members: new Set([op]), shape: [...shape], ipu });
