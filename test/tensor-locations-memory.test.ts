@@ -89,13 +89,13 @@ describe('the plan of off-chip and sharded optimizer state', () => {
 });
 
 describe('the out-of-memory remedy', () => {
-  // four tiles of 64 KiB: a batch of 64 does not fit, and the tile peaks in the weight update
-  const small = { tilesPerIpu: 4, bytesPerTile: 64 * 1024, allowOutOfMemory: true };
+  // four tiles of 48 KiB: a batch of 8 does not fit, and the tile peaks in the weight update
+  const small = { tilesPerIpu: 4, bytesPerTile: 48 * 1024, allowOutOfMemory: true };
   const SGD = makeOptimizer('SGD', { lr: 0.01, momentum: 0.9 });
   const remedy = (m: Module) => generatePoplar(m, small).memoryProblems.flatMap((d) => d.notes ?? []).find((n) => n.startsWith('keep the optimizer state off chip'));
 
   test('names the Options line and the bytes of optimizer state on the fullest tile', () => {
-    const module = training(1, undefined, SGD, 64);
+    const module = training(1, undefined, SGD);
     const g = generatePoplar(module, small);
     expect(g.memoryProblems.length).toBe(1);
     // the weight updates share compute sets, so their temporaries are live together
@@ -111,7 +111,7 @@ describe('the out-of-memory remedy', () => {
   });
 
   test('taking it makes this model fit; it is not offered once the state is off chip, nor for inference', () => {
-    const off = training(1, optimizerOffChip, SGD, 64);
+    const off = training(1, optimizerOffChip, SGD);
     expect(generatePoplar(off, small).memoryProblems).toEqual([]);
     const smaller = { ...small, bytesPerTile: 32 * 1024 };
     expect(generatePoplar(off, smaller).memoryProblems.length).toBe(1);
