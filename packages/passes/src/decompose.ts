@@ -105,22 +105,19 @@ export const DECOMPOSE_RULES: Readonly<Record<string, Rule>> = {
     const cv = (v: Value) => channelView(b, v, rank);
     // as the reference kernel: a = scale / sqrt(var + epsilon) per channel, then (x - mean)·a + bias,
     // no division per element
-    const normalised = (m: Value, v: Value) => {
-      const a = b.op('div', [scale!, b.op('sqrt', [b.op('add', [v, scalar(b, x!, eps)])])]);
-      return b.op('add', [b.op('mul', [b.op('sub', [x!, cv(m)]), cv(a)]), cv(bias!)]);
-    };
-    if (!op.attrs['training']) return [normalised(mean!, variance!)];
-    // the statistics in one op (PopLibs' batchNormStatistics, two passes over x); with epsilon
-    // 0 its inverse standard deviation gives back the variance (0 gives inf, whose square's
-    // reciprocal is 0 again), which the running variance needs
-    const [batchMean, invStd] = b.ops('batch_norm_stats', [x!], { epsilon: 0 }) as [Value, Value];
-    const batchVariance = b.op('reciprocal', [b.op('mul', [invStd, invStd])]);
+    const normalised = (m: Value, a: Value) => b.op('add', [b.op('mul', [b.op('sub', [x!, cv(m)]), cv(a)]), cv(bias!)]);
+    if (!op.attrs['training']) return [normalised(mean!, b.op('div', [scale!, b.op('sqrt', [b.op('add', [variance!, scalar(b, x!, eps)])])]))];
+    // the statistics in one op (PopLibs' batchNormStatistics, two passes over x), whose
+    // 1/sqrt(var + epsilon) gives back the variance the running statistics need (never below 0;
+    // with epsilon > 0 the library divides by no zero, which an IPU trapping on it would stop at)
+    const [batchMean, invStd] = b.ops('batch_norm_stats', [x!], { epsilon: eps }) as [Value, Value];
+    const batchVariance = b.op('max', [b.op('sub', [b.op('reciprocal', [b.op('mul', [invStd, invStd])]), scalar(b, x!, eps)]), scalar(b, x!, 0)]);
     const count = shape.reduce((a, d, i) => (i === 1 ? a : a * d), 1);
     const mom = op.attrs['momentum'] as number;
     // the running variance takes the unbiased batch variance (torch), or the biased one (ONNX)
     const batchVar = op.attrs['unbiased_running_var'] ? b.op('mul', [batchVariance, scalar(b, x!, count / (count - 1))]) : batchVariance;
     const ema = (run: Value, batch: Value) => b.op('add', [b.op('mul', [run, scalar(b, x!, mom)]), b.op('mul', [batch, scalar(b, x!, 1 - mom)])]);
-    return [normalised(batchMean, batchVariance), ema(mean!, batchMean), ema(variance!, batchVar)];
+    return [normalised(batchMean, b.op('mul', [scale!, invStd])), ema(mean!, batchMean), ema(variance!, batchVar)];
   },
   global_avg_pool: (b, _op, [x]) => {
     const rank = x!.type.shape.length;
