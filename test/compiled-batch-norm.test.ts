@@ -8,7 +8,8 @@ import { compareOutputs, randomTensor } from '../packages/runtime/src/compiled/t
  * Training-mode batch norm's statistics (batch_norm_stats) and gradients (batch_norm_grad) are
  * PopLibs calls (popnn::bn) in the generated program; on the emulated IPU they give the
  * reference interpreter's results for activations of rank 2 (one value per channel a sample)
- * and 4, in float and half.
+ * and 4, in float and half, with the statistics computed again or given (as the decompose pass
+ * passes the forward's on).
  */
 
 jest.setTimeout(20 * 60 * 1000);
@@ -25,6 +26,11 @@ function moduleOf(dtype: DType, shape: number[]): Module {
   b.output('dx', dx!);
   b.output('dscale', dscale!);
   b.output('dbias', dbias!);
+  // the form the decompose pass makes, with the forward's statistics given
+  const [dxGiven, dscaleGiven, dbiasGiven] = b.ops('batch_norm_grad', [g, x, scale, mean!, invStd!], { epsilon: 1e-3 });
+  b.output('dx_given', dxGiven!);
+  b.output('dscale_given', dscaleGiven!);
+  b.output('dbias_given', dbiasGiven!);
   const graphs = new Map([['forward', b.graph]]);
   return { name: 'bn', graphs, program: seq(streamIn(['x', 'g', 'scale']), execute('forward')), replicationFactor: 1, variables: collectVariables(graphs) };
 }
@@ -40,6 +46,9 @@ test('the generated program calls popnn::bn for the statistics and the gradients
   expect(host).toMatch(/popnn::bn::batchNormStatistics\(/);
   expect(host).toMatch(/popnn::bn::batchNormGradients\(/);
   expect(host).toMatch(/popnn::bn::batchNormParamGradients\(/);
+  // the form with the statistics given computes them once: one statistics call for the two gradients
+  expect(host.match(/popnn::bn::batchNormStatistics\(/g)).toHaveLength(2);
+  expect(host.match(/popnn::bn::batchNormGradients\(/g)).toHaveLength(2);
 });
 
 test.each(cases)('%s %j: the emulated IPU gives the reference results', (dtype, shape, tol) => {

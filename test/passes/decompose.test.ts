@@ -109,4 +109,32 @@ describe('decompose', () => {
       );
     });
   }
+
+  it("passes a training batch norm's statistics on to its gradient, and computes them once", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 4 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 1000 }), (n, c, seed) => {
+        const rng = new Rng(seed);
+        const b = new GraphBuilder('g');
+        const feeds: Record<string, Tensor> = {};
+        const shape = [n, c, 3];
+        const x = input(b, feeds, 'x', randomTensor(rng, shape));
+        const g = input(b, feeds, 'g', randomTensor(rng, shape));
+        const ch = (name: string, scale = 1) => input(b, feeds, name, randomTensor(rng, [c], scale));
+        const scale = ch('s');
+        const [y] = b.ops('batch_norm', [x, scale, ch('b'), ch('m'), b.op('abs', [ch('v')])], { training: true, epsilon: 1e-3 });
+        const grads = b.ops('batch_norm_grad', [g, x, scale], { epsilon: 1e-3 });
+        // another epsilon: statistics of their own
+        const other = b.ops('batch_norm_grad', [g, x, scale], { epsilon: 1e-2 });
+        [y!, ...grads, ...other].forEach((v, i) => b.output(`o${i}`, v));
+        const d = decomposeGraph(b.graph);
+        const gradOps = d.ops.filter((o) => o.kind === 'batch_norm_grad');
+        expect(gradOps.map((o) => o.operands.length)).toEqual([5, 3]);
+        expect(d.ops.filter((o) => o.kind === 'batch_norm_stats')).toHaveLength(1);
+        const want = runGraph(b.graph, feeds).outputs;
+        const got = runGraph(d, feeds).outputs;
+        for (const [k, w] of Object.entries(want)) w.data.forEach((v, j) => expect(Math.abs(got[k]!.data[j]! - v)).toBeLessThanOrEqual(1e-5 + 1e-4 * Math.abs(v)));
+      }),
+      { numRuns: 25 },
+    );
+  });
 });

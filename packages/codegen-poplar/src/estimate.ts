@@ -240,12 +240,13 @@ export function estimateOp(op: Op, opts?: EstimateOptions): OpEstimate {
     exchange = exchangeCycles(bytesOf(x), c);
     syncs = 4;
   } else if (kind === 'batch_norm_grad') {
-    // popnn::bn: the statistics (two passes over x), the channel sums of g and g·x̂ (one over
-    // both) and dx (one more): about five element-wise passes, each reduction two stages
+    // popnn::bn: the statistics unless given (two passes over x), the channel sums of g and g·x̂
+    // (one over both) and dx (one more): up to five element-wise passes, each reduction two stages
     const x = op.operands[1]!;
-    compute = 5 * elementwiseCycles(numElements(x.type.shape), x.type.dtype, c);
+    const given = op.operands.length === 5; // the forward's statistics: two passes and two reductions fewer
+    compute = (given ? 3 : 5) * elementwiseCycles(numElements(x.type.shape), x.type.dtype, c);
     exchange = exchangeCycles(bytesOf(x), c);
-    syncs = 7;
+    syncs = given ? 3 : 7;
   } else if (REDUCTIONS.has(kind)) {
     const x = op.operands[0]!;
     const inElems = numElements(x.type.shape);

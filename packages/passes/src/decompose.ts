@@ -9,7 +9,10 @@ import { definePass } from './pass.js';
  * Run it after autograd (which needs identity_loss to find the loss).
  */
 
-type Rule = (b: GraphBuilder, op: Op, x: readonly Value[]) => Value[];
+/** The batch statistics the decomposition of training-mode batch norms made: per input value, per epsilon. */
+type BatchStatistics = Map<Value, Map<number, [Value, Value]>>;
+
+type Rule = (b: GraphBuilder, op: Op, x: readonly Value[], stats: BatchStatistics) => Value[];
 
 const scalar = (b: GraphBuilder, like: Value, v: number) => b.constant(Tensor.scalar(like.type.dtype, v));
 const norm = (axis: number, rank: number) => (axis < 0 ? axis + rank : axis);
@@ -98,7 +101,7 @@ export const DECOMPOSE_RULES: Readonly<Record<string, Rule>> = {
     out = b.op('add', [b.op('mul', [out, channelView(b, scale!, shape.length)]), channelView(b, bias!, shape.length)]);
     return [out];
   },
-  batch_norm: (b, op, [x, scale, bias, mean, variance]) => {
+  batch_norm: (b, op, [x, scale, bias, mean, variance], stats) => {
     const shape = x!.type.shape;
     const rank = shape.length;
     const eps = op.attrs['epsilon'] as number;
@@ -111,6 +114,8 @@ export const DECOMPOSE_RULES: Readonly<Record<string, Rule>> = {
     // 1/sqrt(var + epsilon) gives back the variance the running statistics need (never below 0;
     // with epsilon > 0 the library divides by no zero, which an IPU trapping on it would stop at)
     const [batchMean, invStd] = b.ops('batch_norm_stats', [x!], { epsilon: eps }) as [Value, Value];
+    if (!stats.has(x!)) stats.set(x!, new Map());
+    stats.get(x!)!.set(eps, [batchMean, invStd]);
     const batchVariance = b.op('max', [b.op('sub', [b.op('reciprocal', [b.op('mul', [invStd, invStd])]), scalar(b, x!, eps)]), scalar(b, x!, 0)]);
     const count = shape.reduce((a, d, i) => (i === 1 ? a : a * d), 1);
     const mom = op.attrs['momentum'] as number;
@@ -141,7 +146,19 @@ export const DECOMPOSE_RULES: Readonly<Record<string, Rule>> = {
 export const DECOMPOSED_OPS: readonly string[] = Object.keys(DECOMPOSE_RULES);
 
 export function decomposeGraph(g: Graph): Graph {
-  return mapLoopBodies(rewriteGraph(g, (op, operands, b) => DECOMPOSE_RULES[op.kind]?.(b, op, operands)).graph, decomposeGraph);
+  const stats: BatchStatistics = new Map();
+  return mapLoopBodies(
+    rewriteGraph(g, (op, operands, b) => {
+      // a batch norm's gradient reads the statistics its forward made (of the same value, with the
+      // same epsilon, earlier in this graph) rather than computing them again
+      if (op.kind === 'batch_norm_grad' && operands.length === 3) {
+        const s = stats.get(operands[1]!)?.get(op.attrs['epsilon'] as number);
+        return s ? b.ops('batch_norm_grad', [...operands, ...s], op.attrs) : undefined;
+      }
+      return DECOMPOSE_RULES[op.kind]?.(b, op, operands, stats);
+    }).graph,
+    decomposeGraph,
+  );
 }
 
 export const decomposePass = definePass('decompose', 'rewrite composite ops (softmax, norms, losses, ...) into primitives', (g) => decomposeGraph(g));

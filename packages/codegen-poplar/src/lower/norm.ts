@@ -5,8 +5,8 @@ import { checkPoplinTypes } from './preconditions.js';
 import { elementLiteral } from '../types.js';
 
 /**
- * batch_norm_grad → popnn::bn, as PopART grows its BatchNormGradOp: the batch statistics again
- * (batchNormStatistics, biased variance, two-pass), the input gradient through them
+ * batch_norm_grad → popnn::bn, as PopART grows its BatchNormGradOp: the batch statistics (the
+ * forward's when given, else batchNormStatistics again), the input gradient through them
  * (batchNormGradients) and the scale's and bias's (batchNormParamGradients), from the
  * activations as they are. The forward training-mode batch_norm is decomposed into
  * batch_norm_stats and element-wise ops, which fuse with the ops around it.
@@ -25,14 +25,23 @@ function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
   const C = acts.type.shape[1]!;
   const label = e.valueLabel(dx);
   const name = e.debugName(label);
-  const stats = e.local('bnStats');
-  e.countTemporary('float32', [C], ipu, `${label}/mean`);
-  e.countTemporary('float32', [C], ipu, `${label}/invStdDev`);
-  e.emit(`const auto ${stats} = popnn::bn::batchNormStatistics(${g}, ${e.operand(op, 1)}, ${elementLiteral('float32', eps)}, prog, false, true, poplar::FLOAT, ${name});`);
+  // the forward's statistics when the decompose pass passed them on, else made again here
+  let mean: string, invStd: string;
+  if (op.operands.length === 5) {
+    mean = e.operand(op, 3);
+    invStd = e.operand(op, 4);
+  } else {
+    const stats = e.local('bnStats');
+    e.countTemporary('float32', [C], ipu, `${label}/mean`);
+    e.countTemporary('float32', [C], ipu, `${label}/invStdDev`);
+    e.emit(`const auto ${stats} = popnn::bn::batchNormStatistics(${g}, ${e.operand(op, 1)}, ${elementLiteral('float32', eps)}, prog, false, true, poplar::FLOAT, ${name});`);
+    mean = `${stats}.first`;
+    invStd = `${stats}.second`;
+  }
   e.countResult(dx.type.dtype, dx.type.shape, ipu, label);
-  e.define(dx, `popnn::bn::batchNormGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${stats}.first, ${stats}.second, ${e.operand(op, 2)}, prog, poplar::FLOAT, ${name})`, ipu, new Set(), true);
+  e.define(dx, `popnn::bn::batchNormGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${mean}, ${invStd}, ${e.operand(op, 2)}, prog, poplar::FLOAT, ${name})`, ipu, new Set(), true);
   const deltas = e.local('bnDeltas');
-  e.emit(`const auto ${deltas} = popnn::bn::batchNormParamGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${stats}.first, ${stats}.second, prog, poplar::FLOAT, ${e.debugName(e.valueLabel(dscale))});`);
+  e.emit(`const auto ${deltas} = popnn::bn::batchNormParamGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${mean}, ${invStd}, prog, poplar::FLOAT, ${e.debugName(e.valueLabel(dscale))});`);
   e.countResult(dscale.type.dtype, dscale.type.shape, ipu, e.valueLabel(dscale));
   e.define(dscale, `${deltas}.first`, ipu, new Set(), true);
   e.countResult(dbias.type.dtype, dbias.type.shape, ipu, e.valueLabel(dbias));

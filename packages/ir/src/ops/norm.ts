@@ -1,4 +1,5 @@
 import { Attrs } from '../attributes.js';
+import { DiagnosticError, error } from '../diagnostics.js';
 import { dtypeShortName, isFloat } from '../dtype.js';
 import { broadcastStrides, fromValues } from '../kernels/elementwise.js';
 import type { GraphBuilder } from '../builder.js';
@@ -275,8 +276,9 @@ export const batch_norm_grad = defineOp({
   family: 'norm',
   doc:
     'Gradients of training-mode batch_norm (PopART BatchNormGradOp, PopLibs batchNormGradients and batchNormParamGradients): from g (the gradient of y), x and scale [C], ' +
-    'the batch statistics recomputed from x, returns dx (the gradient through the statistics), dscale and dbias [C].',
-  operands: [{ name: 'g' }, { name: 'x' }, { name: 'scale' }],
+    'the batch statistics recomputed from x, returns dx (the gradient through the statistics), dscale and dbias [C]. ' +
+    "With mean and inv_std (x's batch_norm_stats with the same epsilon, which the decompose pass passes on from the forward), the op uses them instead of computing them again.",
+  operands: [{ name: 'g' }, { name: 'x' }, { name: 'scale' }, { name: 'mean', optional: true, differentiable: false }, { name: 'inv_std', optional: true, differentiable: false }],
   attrs: { epsilon: { type: 'float', default: 1e-5 } },
   infer: (types, attrs) => {
     const [g, x, scale] = types as [TensorType, TensorType, TensorType];
@@ -288,9 +290,14 @@ export const batch_norm_grad = defineOp({
     const c = x.shape[1]!;
     if (scale.shape.length !== 1 || scale.shape[0] !== c) throw new ShapeError(`scale ${formatShape(scale.shape)} must have shape [${c}] (the channels, dim 1, of ${formatShape(x.shape)})`);
     if (batchNormCount(x.shape) <= 1) throw new ShapeError(`training needs more than one value per channel, x ${formatShape(x.shape)} has ${batchNormCount(x.shape)}`);
+    if (types.length === 4) throw new ShapeError('mean needs inv_std too: give both statistics or neither');
+    for (const [i, name] of [[3, 'mean'], [4, 'inv_std']] as const) {
+      const t = types[i];
+      if (t && (t.dtype !== x.dtype || t.shape.length !== 1 || t.shape[0] !== c)) throw new ShapeError(`${name} ${dtypeShortName(t.dtype)}${formatShape(t.shape)} must be ${dtypeShortName(x.dtype)}[${c}] (the channels, dim 1, of ${formatShape(x.shape)})`);
+    }
     return [{ dtype: x.dtype, shape: [...x.shape] }, { dtype: x.dtype, shape: [c] }, { dtype: x.dtype, shape: [c] }];
   },
-  kernel: ([g, x, scale], attrs) => {
+  kernel: ([g, x, scale, givenMean, givenInvStd], attrs) => {
     const eps = attrs['epsilon'] as number;
     const [N, C] = x!.shape as [number, number];
     const S = numElements(x!.shape.slice(2));
@@ -301,18 +308,22 @@ export const batch_norm_grad = defineOp({
     const dscale = new Float64Array(C);
     const dbias = new Float64Array(C);
     const at = (n: number, c: number, i: number) => (n * C + c) * S + i;
-    for (let c = 0; c < C; c++) {
+    const statistics = (c: number): [number, number] => {
+      if (givenMean && givenInvStd) return [givenMean.data[c]!, givenInvStd.data[c]!];
       let s = 0;
       for (let n = 0; n < N; n++) for (let i = 0; i < S; i++) s += xd[at(n, c, i)]!;
-      const mu = s / count;
+      const m = s / count;
       let q = 0;
       for (let n = 0; n < N; n++) {
         for (let i = 0; i < S; i++) {
-          const d = xd[at(n, c, i)]! - mu;
+          const d = xd[at(n, c, i)]! - m;
           q += d * d;
         }
       }
-      const rstd = 1 / Math.sqrt(q / count + eps);
+      return [m, 1 / Math.sqrt(q / count + eps)];
+    };
+    for (let c = 0; c < C; c++) {
+      const [mu, rstd] = statistics(c);
       let sumG = 0;
       let sumGx = 0;
       for (let n = 0; n < N; n++) {
@@ -337,7 +348,15 @@ export const batch_norm_grad = defineOp({
     }
     return [fromValues(x!.dtype, x!.shape, dx), fromValues(x!.dtype, [C], dscale), fromValues(x!.dtype, [C], dbias)];
   },
-  grad: ({ b, op, inputs, outputGrads }) => batchNormGradGrad(b, op.attrs['epsilon'] as number, inputs as [Value, Value, Value], outputGrads),
+  grad: ({ b, op, inputs, outputGrads }) => {
+    // the statistics, when given, are functions of x the op cannot see: only the three-operand form differentiates
+    if (inputs.length > 3) {
+      throw new DiagnosticError(
+        error('batch_norm_grad: cannot differentiate the form with given statistics (the decompose pass makes it)', op.loc, ['differentiate the graph before decomposing it']),
+      );
+    }
+    return batchNormGradGrad(b, op.attrs['epsilon'] as number, inputs as [Value, Value, Value], outputGrads);
+  },
   saves: { operands: [0, 1, 2] },
 });
 
