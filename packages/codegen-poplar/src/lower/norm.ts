@@ -11,6 +11,16 @@ import { elementLiteral } from '../types.js';
  * activations as they are. The forward training-mode batch_norm is decomposed into
  * batch_norm_stats and element-wise ops, which fuse with the ops around it.
  */
+/**
+ * `const auto bnStatsN = popnn::bn::batchNormStatistics(...)` of operand `acts` with the op's
+ * epsilon (biased variance, two-pass); returns the local's name (.first mean, .second invStdDev).
+ */
+function emitStatistics(op: Op, acts: number, e: GraphEmitter, label: string): string {
+  const stats = e.local('bnStats');
+  e.emit(`const auto ${stats} = popnn::bn::batchNormStatistics(${e.g(e.ipuOf(op))}, ${e.operand(op, acts)}, ${elementLiteral('float32', op.attrs['epsilon'] as number)}, prog, false, true, poplar::FLOAT, ${e.debugName(label)});`);
+  return stats;
+}
+
 function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
   const acts = op.operands[1]!;
   const [dx, dscale, dbias] = op.results as [Value, Value, Value];
@@ -21,7 +31,6 @@ function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
     return;
   }
   checkPoplinTypes(e, 'popnn::bn::batchNormGradients', [acts.type.dtype]);
-  const eps = op.attrs['epsilon'] as number;
   const C = acts.type.shape[1]!;
   const label = e.valueLabel(dx);
   const name = e.debugName(label);
@@ -31,10 +40,9 @@ function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
     mean = e.operand(op, 3);
     invStd = e.operand(op, 4);
   } else {
-    const stats = e.local('bnStats');
+    const stats = emitStatistics(op, 1, e, label);
     e.countTemporary('float32', [C], ipu, `${label}/mean`);
     e.countTemporary('float32', [C], ipu, `${label}/invStdDev`);
-    e.emit(`const auto ${stats} = popnn::bn::batchNormStatistics(${g}, ${e.operand(op, 1)}, ${elementLiteral('float32', eps)}, prog, false, true, poplar::FLOAT, ${name});`);
     mean = `${stats}.first`;
     invStd = `${stats}.second`;
   }
@@ -58,9 +66,8 @@ function lowerBatchNormStats(op: Op, e: GraphEmitter): void {
     return;
   }
   checkPoplinTypes(e, 'popnn::bn::batchNormStatistics', [x.type.dtype]);
-  const stats = e.local('bnStats');
   const label = e.valueLabel(mean);
-  e.emit(`const auto ${stats} = popnn::bn::batchNormStatistics(${e.g(ipu)}, ${e.operand(op, 0)}, ${elementLiteral('float32', op.attrs['epsilon'] as number)}, prog, false, true, poplar::FLOAT, ${e.debugName(label)});`);
+  const stats = emitStatistics(op, 0, e, label);
   e.countResult(mean.type.dtype, mean.type.shape, ipu, label);
   e.define(mean, `${stats}.first`, ipu, new Set(), true);
   e.countResult(invStd.type.dtype, invStd.type.shape, ipu, e.valueLabel(invStd));

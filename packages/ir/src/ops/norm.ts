@@ -61,6 +61,21 @@ function batchNormCount(x: Shape): number {
   return x[0]! * numElements(x.slice(2));
 }
 
+/** Channel c's mean and sum of squared deviations over N and the S field values (x [N,C,S...]), two-pass in float64. */
+function channelMoments(xd: ArrayLike<number>, N: number, C: number, S: number, c: number): { mean: number; squares: number } {
+  let s = 0;
+  for (let n = 0; n < N; n++) for (let i = 0; i < S; i++) s += xd[(n * C + c) * S + i]!;
+  const mean = s / (N * S);
+  let q = 0;
+  for (let n = 0; n < N; n++) {
+    for (let i = 0; i < S; i++) {
+      const d = xd[(n * C + c) * S + i]! - mean;
+      q += d * d;
+    }
+  }
+  return { mean, squares: q };
+}
+
 export const batch_norm = defineOp({
   name: 'batch_norm',
   family: 'norm',
@@ -104,16 +119,8 @@ export const batch_norm = defineOp({
       let mu: number;
       let v: number;
       if (training) {
-        let s = 0;
-        for (let n = 0; n < N; n++) for (let i = 0; i < S; i++) s += xd[(n * C + c) * S + i]!;
-        mu = s / count;
-        let q = 0;
-        for (let n = 0; n < N; n++) {
-          for (let i = 0; i < S; i++) {
-            const d = xd[(n * C + c) * S + i]! - mu;
-            q += d * d;
-          }
-        }
+        const { mean: m, squares: q } = channelMoments(xd, N, C, S, c);
+        mu = m;
         v = q / count;
         runMean[c] = mean!.data[c]! * momentum + mu * (1 - momentum);
         runVar[c] = variance!.data[c]! * momentum + (q / (unbiased ? count - 1 : count)) * (1 - momentum);
@@ -194,18 +201,9 @@ export const batch_norm_stats = defineOp({
     const mean = new Float64Array(C);
     const invStd = new Float64Array(C);
     for (let c = 0; c < C; c++) {
-      let s = 0;
-      for (let n = 0; n < N; n++) for (let i = 0; i < S; i++) s += xd[(n * C + c) * S + i]!;
-      const mu = s / (N * S);
-      let q = 0;
-      for (let n = 0; n < N; n++) {
-        for (let i = 0; i < S; i++) {
-          const d = xd[(n * C + c) * S + i]! - mu;
-          q += d * d;
-        }
-      }
-      mean[c] = mu;
-      invStd[c] = 1 / Math.sqrt(q / (N * S) + eps);
+      const m = channelMoments(xd, N, C, S, c);
+      mean[c] = m.mean;
+      invStd[c] = 1 / Math.sqrt(m.squares / (N * S) + eps);
     }
     return [fromValues(x!.dtype, [C], mean), fromValues(x!.dtype, [C], invStd)];
   },
@@ -310,17 +308,8 @@ export const batch_norm_grad = defineOp({
     const at = (n: number, c: number, i: number) => (n * C + c) * S + i;
     const statistics = (c: number): [number, number] => {
       if (givenMean && givenInvStd) return [givenMean.data[c]!, givenInvStd.data[c]!];
-      let s = 0;
-      for (let n = 0; n < N; n++) for (let i = 0; i < S; i++) s += xd[at(n, c, i)]!;
-      const m = s / count;
-      let q = 0;
-      for (let n = 0; n < N; n++) {
-        for (let i = 0; i < S; i++) {
-          const d = xd[at(n, c, i)]! - m;
-          q += d * d;
-        }
-      }
-      return [m, 1 / Math.sqrt(q / count + eps)];
+      const m = channelMoments(xd, N, C, S, c);
+      return [m.mean, 1 / Math.sqrt(m.squares / count + eps)];
     };
     for (let c = 0; c < C; c++) {
       const [mu, rstd] = statistics(c);
