@@ -60,7 +60,7 @@ void exchangeContributions(std::vector<std::vector<double>> &contributions, cons
       contributions[r].assign(recv.begin() + r * n, recv.begin() + (r + 1) * n);
 }
 
-void broadcastState(std::vector<std::vector<std::vector<std::uint8_t>>> &data, const std::vector<VarInfo> &vars,
+void broadcastState(std::vector<std::vector<DeviceBytes>> &data, const std::vector<VarInfo> &vars,
                     RemoteMemory &remote) {
   World &w = world();
   std::size_t varBytes = 0;

@@ -30,7 +30,7 @@ void exchangeContributions(std::vector<std::vector<double>> &contributions, cons
 
 /// The first run after Engine::load: every replica's variables ([replica][var]) and
 /// remote buffers as process 0 has them.
-void broadcastState(std::vector<std::vector<std::vector<std::uint8_t>>> &data, const std::vector<VarInfo> &vars,
+void broadcastState(std::vector<std::vector<DeviceBytes>> &data, const std::vector<VarInfo> &vars,
                     RemoteMemory &remote);
 
 /// readTensor: `buf` holds one slice of `per` bytes for each replica; the slices of

@@ -212,7 +212,7 @@ private:
 
   std::shared_ptr<CompiledGraph> cg_;
   poplar::OptionFlags opts_;
-  std::vector<std::vector<std::vector<std::uint8_t>>> data_; ///< [replica][var]
+  std::vector<std::vector<DeviceBytes>> data_; ///< [replica][var]
   std::map<unsigned, std::vector<std::vector<std::unique_ptr<VertexInstance>>>> instances_; ///< [cs][replica][i]
   std::vector<StreamConnection> streams_;
   std::vector<std::vector<std::size_t>> copyCount_; ///< [replica][stream]

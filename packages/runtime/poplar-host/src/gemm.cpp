@@ -1,8 +1,10 @@
 // The float matrix product behind poplin (see gemm.hpp): B is packed into panels of NR columns,
 // block by block (KC x NC of B, MC rows of A at a time, sized for the caches), and a
 // micro-kernel keeps an MR x NR block of C in vector registers while it runs along the KC
-// products, reading MR rows of A where they lie. C is stored between KC blocks and reloaded,
-// exactly, so each element still adds its products in order p = 0, 1, ..., each with one fused
+// products, reading MR rows of A where they lie. With B packed, a strip of MR rows of A stays in
+// L1 while the block's panels stream past it from L2; with B's rows read in place, each panel
+// stays put while the strips of A pass (its rows are too scattered to stream). C is stored
+// between KC blocks and reloaded, exactly, so each element still adds its products in order p = 0, 1, ..., each with one fused
 // multiply-add: the result is that of the plain loop.
 #include "gemm.hpp"
 
@@ -28,9 +30,16 @@ typedef float V4 __attribute__((vector_size(16)));
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V16 __attribute__((vector_size(64)));
 
-constexpr std::size_t KC = 256; // products per pass: a KC x NR strip of B stays in L1
-constexpr std::size_t MC = 192; // rows of A per block (a multiple of every MR), in L2
-constexpr std::size_t NCMax = 2048; // columns of B per block (a whole number of panels), in L2/L3
+/// The cache blocking: products per pass (KC), rows of A per block (MC, a multiple of every MR)
+/// and columns of B per block (NC, a whole number of panels).
+struct Blocking {
+  std::size_t KC, MC, NCMax;
+};
+// B packed: a strip of MR x KC of A in L1, the KC x NC block of B in L2; sized with operands
+// that come from memory, not from the previous call, as they do in a model's run
+constexpr Blocking kPacked{384, 96, 480};
+// B read in place: a KC x NR strip of B stays in L1 and L2 while the MC rows of A pass
+constexpr Blocking kInPlace{256, 192, 2048};
 
 /// acc[MR][NRV] (vectors of L lanes) += A strip x B panel over kc products; C is read first
 /// unless `first` (then the sums start from +0), and written back. Partial blocks at the edges
@@ -172,13 +181,13 @@ void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t 
 }
 
 std::mutex poolMutex;
-std::vector<std::unique_ptr<std::array<std::vector<float>, ScratchLease::kBuffers>>> freeSets;
+std::vector<std::unique_ptr<std::array<CacheLineFloats, ScratchLease::kBuffers>>> freeSets;
 
 } // namespace
 
 ScratchLease::ScratchLease() {
   std::lock_guard<std::mutex> lock(poolMutex);
-  if (freeSets.empty()) freeSets.push_back(std::make_unique<std::array<std::vector<float>, kBuffers>>());
+  if (freeSets.empty()) freeSets.push_back(std::make_unique<std::array<CacheLineFloats, kBuffers>>());
   set_ = freeSets.back().release();
   freeSets.pop_back();
 }
@@ -187,7 +196,7 @@ ScratchLease::~ScratchLease() {
   std::size_t bytes = 0;
   for (auto &b : *set_) bytes += b.capacity() * sizeof(float);
   if (bytes > (std::size_t(64) << 20))
-    for (auto &b : *set_) std::vector<float>().swap(b);
+    for (auto &b : *set_) CacheLineFloats().swap(b);
   std::lock_guard<std::mutex> lock(poolMutex);
   freeSets.emplace_back(set_);
 }
@@ -195,7 +204,8 @@ ScratchLease::~ScratchLease() {
 float *ScratchLease::get(int i, std::size_t n) {
   auto &b = (*set_)[static_cast<std::size_t>(i)];
   if (b.size() < n) b.resize(n);
-  return b.data();
+  return b.data(); // on a cache line (CacheLineAllocator): the kernels' vector loads of packed panels
+                   // stay within one line each
 }
 
 // a float is finite when its magnitude's bits are below an infinity's: one unsigned maximum
@@ -304,6 +314,7 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
   }
   const Kernel &K = kernelFor(n);
   const int MR = K.MR, NR = K.NR;
+  const auto [KC, MC, NCMax] = B.pack ? kPacked : kInPlace;
   const std::size_t NC = NCMax / NR * NR;
   const std::size_t ncMax = std::min(NC, (n + NR - 1) / NR * NR), kcMax = std::min(KC, k);
   ScratchLease scratch;
@@ -315,13 +326,19 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
       if (B.pack) (*B.pack)(pc, kc, jc, nc, static_cast<std::size_t>(NR), bufB);
       for (std::size_t ic = 0; ic < m; ic += MC) {
         const std::size_t mc = std::min(MC, m - ic);
-        for (std::size_t jr = 0; jr < nc; jr += NR)
+        auto block = [&](std::size_t ir, std::size_t jr) {
+          K.micro(kc, A + (ic + ir) * lda + pc, lda, B.pack ? bufB + jr * kc : B.base + jc + jr,
+                  B.pack ? nullptr : B.rows + pc, C + (ic + ir) * ldc + jc + jr, ldc, pc == 0 && !onto,
+                  static_cast<int>(std::min<std::size_t>(MR, mc - ir)),
+                  static_cast<int>(std::min<std::size_t>(NR, nc - jr)));
+        };
+        if (B.pack) {
           for (std::size_t ir = 0; ir < mc; ir += MR)
-            K.micro(kc, A + (ic + ir) * lda + pc, lda,
-                    B.pack ? bufB + jr * kc : B.base + jc + jr, B.pack ? nullptr : B.rows + pc,
-                    C + (ic + ir) * ldc + jc + jr, ldc, pc == 0 && !onto,
-                    static_cast<int>(std::min<std::size_t>(MR, mc - ir)),
-                    static_cast<int>(std::min<std::size_t>(NR, nc - jr)));
+            for (std::size_t jr = 0; jr < nc; jr += NR) block(ir, jr);
+        } else {
+          for (std::size_t jr = 0; jr < nc; jr += NR)
+            for (std::size_t ir = 0; ir < mc; ir += MR) block(ir, jr);
+        }
       }
     }
   }

@@ -2,6 +2,8 @@
 #ifndef POPLAR_HOST_GEMM_HPP
 #define POPLAR_HOST_GEMM_HPP
 
+#include "cacheline.hpp"
+
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -77,7 +79,7 @@ public:
   float *get(int i, std::size_t n);
 
 private:
-  std::array<std::vector<float>, kBuffers> *set_;
+  std::array<CacheLineFloats, kBuffers> *set_;
 };
 
 } // namespace poplar_host
