@@ -41,6 +41,12 @@ constexpr Blocking kPacked{384, 96, 480};
 // B read in place: a KC x NR strip of B stays in L1 and L2 while the MC rows of A pass
 constexpr Blocking kInPlace{256, 192, 2048};
 
+/// A block of C: rows x cols from c (row stride ldc).
+struct NextBlock {
+  const float *c = nullptr;
+  int rows = 0, cols = 0;
+};
+
 /// acc[MR][NRV] (vectors of L lanes) += A strip x B panel over kc products; C is read first
 /// unless `first` (then the sums start from +0), and written back. Partial blocks at the edges
 /// go through a full-size scratch block.
@@ -48,11 +54,15 @@ constexpr Blocking kInPlace{256, 192, 2048};
 /// b + rows[p]). A's rows are read where they lie (row i at a + i * lda; the missing rows of an
 /// edge block read row mr - 1 again, and their sums are dropped): packing them cost more than the
 /// eight streams of loads it saves.
+/// `next` is the block of C the following call works on: asked for now, it comes from memory
+/// while this block's products run.
 template <class V, int MR, int NRV>
 __attribute__((always_inline)) inline void microBody(std::size_t kc, const float *a, std::size_t lda, const float *b,
                                                      const std::size_t *rows, float *c, std::size_t ldc, bool first,
-                                                     int mr, int nr) {
+                                                     int mr, int nr, NextBlock next) {
   constexpr int L = sizeof(V) / sizeof(float), NR = NRV * L;
+  for (int i = 0; i < next.rows; ++i)
+    for (int j = 0; j < next.cols; j += 16) __builtin_prefetch(next.c + i * ldc + j, 1); // a line each
   const float *ar[MR];
   for (int i = 0; i < MR; ++i) ar[i] = a + static_cast<std::size_t>(std::min(i, mr - 1)) * lda;
   V acc[MR][NRV];
@@ -102,14 +112,14 @@ __attribute__((always_inline)) inline void microBody(std::size_t kc, const float
 }
 
 using Micro = void (*)(std::size_t, const float *, std::size_t, const float *, const std::size_t *, float *,
-                      std::size_t, bool, int, int);
+                      std::size_t, bool, int, int, NextBlock);
 
 // each kernel in two versions, so the test of `rows` leaves the inner loop: B packed, B in rows
 #define POPLAR_HOST_MICRO(NAME, TARGET, V, MR, NRV)                                                                  \
   TARGET void NAME(std::size_t kc, const float *a, std::size_t lda, const float *b, const std::size_t *rows,         \
-                   float *c, std::size_t ldc, bool first, int mr, int nr) {                                           \
-    if (rows) microBody<V, MR, NRV>(kc, a, lda, b, rows, c, ldc, first, mr, nr);                                     \
-    else microBody<V, MR, NRV>(kc, a, lda, b, nullptr, c, ldc, first, mr, nr);                                       \
+                   float *c, std::size_t ldc, bool first, int mr, int nr, NextBlock next) {                          \
+    if (rows) microBody<V, MR, NRV>(kc, a, lda, b, rows, c, ldc, first, mr, nr, next);                               \
+    else microBody<V, MR, NRV>(kc, a, lda, b, nullptr, c, ldc, first, mr, nr, next);                                 \
   }
 
 // AVX2 with FMA: 6 x 16 of C in 12 of the 16 ymm registers
@@ -326,18 +336,23 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
       if (B.pack) (*B.pack)(pc, kc, jc, nc, static_cast<std::size_t>(NR), bufB);
       for (std::size_t ic = 0; ic < m; ic += MC) {
         const std::size_t mc = std::min(MC, m - ic);
-        auto block = [&](std::size_t ir, std::size_t jr) {
+        const auto rowsAt = [&](std::size_t ir) { return static_cast<int>(std::min<std::size_t>(MR, mc - ir)); };
+        const auto colsAt = [&](std::size_t jr) { return static_cast<int>(std::min<std::size_t>(NR, nc - jr)); };
+        // C's block (ir, jr), asking for block (nir, njr), the next one (none past the end)
+        const auto block = [&](std::size_t ir, std::size_t jr, std::size_t nir, std::size_t njr) {
+          const NextBlock next = nir < mc && njr < nc ? NextBlock{C + (ic + nir) * ldc + jc + njr, rowsAt(nir), colsAt(njr)} : NextBlock{};
           K.micro(kc, A + (ic + ir) * lda + pc, lda, B.pack ? bufB + jr * kc : B.base + jc + jr,
-                  B.pack ? nullptr : B.rows + pc, C + (ic + ir) * ldc + jc + jr, ldc, pc == 0 && !onto,
-                  static_cast<int>(std::min<std::size_t>(MR, mc - ir)),
-                  static_cast<int>(std::min<std::size_t>(NR, nc - jr)));
+                  B.pack ? nullptr : B.rows + pc, C + (ic + ir) * ldc + jc + jr, ldc, pc == 0 && !onto, rowsAt(ir),
+                  colsAt(jr), next);
         };
         if (B.pack) {
           for (std::size_t ir = 0; ir < mc; ir += MR)
-            for (std::size_t jr = 0; jr < nc; jr += NR) block(ir, jr);
+            for (std::size_t jr = 0; jr < nc; jr += NR)
+              jr + NR < nc ? block(ir, jr, ir, jr + NR) : block(ir, jr, ir + MR, 0);
         } else {
           for (std::size_t jr = 0; jr < nc; jr += NR)
-            for (std::size_t ir = 0; ir < mc; ir += MR) block(ir, jr);
+            for (std::size_t ir = 0; ir < mc; ir += MR)
+              ir + MR < mc ? block(ir, jr, ir + MR, jr) : block(ir, jr, 0, jr + NR);
         }
       }
     }
