@@ -9,7 +9,7 @@ import { compareOutputs, randomTensor } from '../packages/runtime/src/compiled/t
  * PopLibs calls (popnn::bn) in the generated program; on the emulated IPU they give the
  * reference interpreter's results for activations of rank 2 (one value per channel a sample)
  * and 4, in float and half, with the statistics computed again or given (as the decompose pass
- * passes the forward's on).
+ * passes the forward's on), and with dx unread (the decompose pass computes it from the sums).
  */
 
 jest.setTimeout(20 * 60 * 1000);
@@ -31,6 +31,10 @@ function moduleOf(dtype: DType, shape: number[]): Module {
   b.output('dx_given', dxGiven!);
   b.output('dscale_given', dscaleGiven!);
   b.output('dbias_given', dbiasGiven!);
+  // dx unread (the decompose pass computes it from the sums): only the sums are asked for
+  const [, dscaleOnly, dbiasOnly] = b.ops('batch_norm_grad', [g, x, scale, mean!, invStd!], { epsilon: 1e-3 });
+  b.output('dscale_only', dscaleOnly!);
+  b.output('dbias_only', dbiasOnly!);
   const graphs = new Map([['forward', b.graph]]);
   return { name: 'bn', graphs, program: seq(streamIn(['x', 'g', 'scale']), execute('forward')), replicationFactor: 1, variables: collectVariables(graphs) };
 }
@@ -49,6 +53,8 @@ test('the generated program calls popnn::bn for the statistics and the gradients
   // the form with the statistics given computes them once: one statistics call for the two gradients
   expect(host.match(/popnn::bn::batchNormStatistics\(/g)).toHaveLength(2);
   expect(host.match(/popnn::bn::batchNormGradients\(/g)).toHaveLength(2);
+  // a gradient whose dx nothing reads makes only the parameters' gradients
+  expect(host.match(/popnn::bn::batchNormParamGradients\(/g)).toHaveLength(3);
 });
 
 test.each(cases)('%s %j: the emulated IPU gives the reference results', (dtype, shape, tol) => {

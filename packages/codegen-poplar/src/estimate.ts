@@ -241,12 +241,14 @@ export function estimateOp(op: Op, opts?: EstimateOptions): OpEstimate {
     syncs = 4;
   } else if (kind === 'batch_norm_grad') {
     // popnn::bn: the statistics unless given (two passes over x), the channel sums of g and g·x̂
-    // (one over both) and dx (one more): up to five element-wise passes, each reduction two stages
+    // (one over both) and dx (two more, for its own sums and itself, unless nothing reads dx):
+    // up to five element-wise passes, each reduction two stages
     const x = op.operands[1]!;
     const given = op.operands.length === 5; // the forward's statistics: two passes and two reductions fewer
-    compute = (given ? 3 : 5) * elementwiseCycles(numElements(x.type.shape), x.type.dtype, c);
+    const dxRead = op.results[0]!.uses.length > 0;
+    compute = ((given ? 1 : 3) + (dxRead ? 2 : 0)) * elementwiseCycles(numElements(x.type.shape), x.type.dtype, c);
     exchange = exchangeCycles(bytesOf(x), c);
-    syncs = given ? 3 : 7;
+    syncs = (given ? 1 : 5) + (dxRead ? 2 : 0);
   } else if (REDUCTIONS.has(kind)) {
     const x = op.operands[0]!;
     const inElems = numElements(x.type.shape);

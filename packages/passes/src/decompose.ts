@@ -145,6 +145,27 @@ export const DECOMPOSE_RULES: Readonly<Record<string, Rule>> = {
 /** The op kinds the decompose pass removes. */
 export const DECOMPOSED_OPS: readonly string[] = Object.keys(DECOMPOSE_RULES);
 
+/**
+ * batch_norm_grad with the forward's statistics: the op gives the channel sums dscale = Σ g·x̂
+ * and dbias = Σ g (one pass over g and x), and dx is element-wise ops on them, as the reference
+ * kernel computes it: dx = (g·s - Σg·s/M - x̂·Σg·x̂·s/M)·r with x̂ = (x - mean)·r, r = inv_std,
+ * M the values per channel. The op's own dx is then unused, so the code generator asks the
+ * library for the sums only, and dx fuses into one pass over g and x: two passes, not three.
+ */
+function batchNormGradWithStatistics(b: GraphBuilder, op: Op, [g, x, scale]: readonly Value[], [mean, invStd]: readonly [Value, Value]): Value[] {
+  const [, dscale, dbias] = b.ops('batch_norm_grad', [g!, x!, scale!, mean, invStd], op.attrs) as [Value, Value, Value];
+  const shape = x!.type.shape;
+  const rank = shape.length;
+  const count = shape.reduce((a, d, i) => (i === 1 ? a : a * d), 1);
+  const cv = (v: Value) => channelView(b, v, rank);
+  const perValue = (sum: Value) => cv(b.op('div', [b.op('mul', [sum, scale!]), scalar(b, x!, count)]));
+  const r = cv(invStd);
+  const xhat = b.op('mul', [b.op('sub', [x!, cv(mean)]), r]);
+  const centred = b.op('sub', [b.op('mul', [g!, cv(scale!)]), perValue(dbias)]);
+  const dx = b.op('mul', [b.op('sub', [centred, b.op('mul', [xhat, perValue(dscale)])]), r]);
+  return [dx, dscale, dbias];
+}
+
 export function decomposeGraph(g: Graph): Graph {
   const stats: BatchStatistics = new Map();
   return mapLoopBodies(
@@ -153,7 +174,7 @@ export function decomposeGraph(g: Graph): Graph {
       // same epsilon, earlier in this graph) rather than computing them again
       if (op.kind === 'batch_norm_grad' && operands.length === 3) {
         const s = stats.get(operands[1]!)?.get(op.attrs['epsilon'] as number);
-        return s ? b.ops('batch_norm_grad', [...operands, ...s], op.attrs) : undefined;
+        return s ? batchNormGradWithStatistics(b, op, operands, s) : undefined;
       }
       return DECOMPOSE_RULES[op.kind]?.(b, op, operands, stats);
     }).graph,

@@ -7,8 +7,8 @@ import { elementLiteral } from '../types.js';
 /**
  * batch_norm_grad → popnn::bn, as PopART grows its BatchNormGradOp: the batch statistics (the
  * forward's when given, else batchNormStatistics again), the input gradient through them
- * (batchNormGradients) and the scale's and bias's (batchNormParamGradients), from the
- * activations as they are. The forward training-mode batch_norm is decomposed into
+ * (batchNormGradients, unless nothing reads it) and the scale's and bias's
+ * (batchNormParamGradients), from the activations as they are. The forward training-mode batch_norm is decomposed into
  * batch_norm_stats and element-wise ops, which fuse with the ops around it.
  */
 /**
@@ -19,6 +19,11 @@ function emitStatistics(op: Op, acts: number, e: GraphEmitter, label: string): s
   const stats = e.local('bnStats');
   e.emit(`const auto ${stats} = popnn::bn::batchNormStatistics(${e.g(e.ipuOf(op))}, ${e.operand(op, acts)}, ${elementLiteral('float32', op.attrs['epsilon'] as number)}, prog, false, true, poplar::FLOAT, ${e.debugName(label)});`);
   return stats;
+}
+
+/** Whether batch_norm_grad's dx is read (by an op or as an output of the graph). */
+function dxNeeded(dx: Value, e: GraphEmitter): boolean {
+  return dx.uses.length > 0 || e.graph.outputs.some((o) => o.value === dx);
 }
 
 function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
@@ -46,8 +51,11 @@ function lowerBatchNormGrad(op: Op, e: GraphEmitter): void {
     mean = `${stats}.first`;
     invStd = `${stats}.second`;
   }
-  e.countResult(dx.type.dtype, dx.type.shape, ipu, label);
-  e.define(dx, `popnn::bn::batchNormGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${mean}, ${invStd}, ${e.operand(op, 2)}, prog, poplar::FLOAT, ${name})`, ipu, new Set(), true);
+  // dx unused: the decompose pass computes it from the sums, in element-wise ops
+  if (dxNeeded(dx, e)) {
+    e.countResult(dx.type.dtype, dx.type.shape, ipu, label);
+    e.define(dx, `popnn::bn::batchNormGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${mean}, ${invStd}, ${e.operand(op, 2)}, prog, poplar::FLOAT, ${name})`, ipu, new Set(), true);
+  }
   const deltas = e.local('bnDeltas');
   e.emit(`const auto ${deltas} = popnn::bn::batchNormParamGradients(${g}, ${e.operand(op, 1)}, ${e.operand(op, 0)}, ${mean}, ${invStd}, prog, poplar::FLOAT, ${e.debugName(e.valueLabel(dscale))});`);
   e.countResult(dscale.type.dtype, dscale.type.shape, ipu, e.valueLabel(dscale));
