@@ -241,7 +241,7 @@ export function estimateOp(op: Op, opts?: EstimateOptions): OpEstimate {
     syncs = 4;
   } else if (kind === 'batch_norm_grad') {
     // popnn::bn: the statistics unless given (two passes over x), the channel sums of g and g·x̂
-    // (one over both) and dx (two more, for its own sums and itself, unless nothing reads dx):
+    // (one over both) and dx (two more, for its own sums and itself, unless no op reads dx):
     // up to five element-wise passes, each reduction two stages
     const x = op.operands[1]!;
     const given = op.operands.length === 5; // the forward's statistics: two passes and two reductions fewer

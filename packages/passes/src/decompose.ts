@@ -33,6 +33,9 @@ function normalise(b: GraphBuilder, x: Value, axes: number[], eps: number): { y:
   return { y, mean, variance };
 }
 
+/** Values per channel of x[N, C, ...]: the product of every dim but 1. */
+const perChannel = (shape: readonly number[]) => shape.reduce((a, d, i) => (i === 1 ? a : a * d), 1);
+
 /** A per-channel vector [C] viewed as [C, 1, ...] against an input of rank `rank` (channel dim 1). */
 function channelView(b: GraphBuilder, v: Value, rank: number): Value {
   const c = v.type.shape[0]!;
@@ -117,7 +120,7 @@ export const DECOMPOSE_RULES: Readonly<Record<string, Rule>> = {
     if (!stats.has(x!)) stats.set(x!, new Map());
     stats.get(x!)!.set(eps, [batchMean, invStd]);
     const batchVariance = b.op('max', [b.op('sub', [b.op('reciprocal', [b.op('mul', [invStd, invStd])]), scalar(b, x!, eps)]), scalar(b, x!, 0)]);
-    const count = shape.reduce((a, d, i) => (i === 1 ? a : a * d), 1);
+    const count = perChannel(shape);
     const mom = op.attrs['momentum'] as number;
     // the running variance takes the unbiased batch variance (torch), or the biased one (ONNX)
     const batchVar = op.attrs['unbiased_running_var'] ? b.op('mul', [batchVariance, scalar(b, x!, count / (count - 1))]) : batchVariance;
@@ -156,7 +159,7 @@ function batchNormGradWithStatistics(b: GraphBuilder, op: Op, [g, x, scale]: rea
   const [, dscale, dbias] = b.ops('batch_norm_grad', [g!, x!, scale!, mean, invStd], op.attrs) as [Value, Value, Value];
   const shape = x!.type.shape;
   const rank = shape.length;
-  const count = shape.reduce((a, d, i) => (i === 1 ? a : a * d), 1);
+  const count = perChannel(shape);
   const cv = (v: Value) => channelView(b, v, rank);
   const perValue = (sum: Value) => cv(b.op('div', [b.op('mul', [sum, scale!]), scalar(b, x!, count)]));
   const r = cv(invStd);

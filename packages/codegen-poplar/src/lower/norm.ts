@@ -8,8 +8,9 @@ import { elementLiteral } from '../types.js';
  * batch_norm_grad → popnn::bn, as PopART grows its BatchNormGradOp: the batch statistics (the
  * forward's when given, else batchNormStatistics again), the input gradient through them
  * (batchNormGradients, unless nothing reads it) and the scale's and bias's
- * (batchNormParamGradients), from the activations as they are. The forward training-mode batch_norm is decomposed into
- * batch_norm_stats and element-wise ops, which fuse with the ops around it.
+ * (batchNormParamGradients), from the activations as they are. The forward training-mode
+ * batch_norm is decomposed into batch_norm_stats and element-wise ops, which fuse with the ops
+ * around it.
  */
 /**
  * `const auto bnStatsN = popnn::bn::batchNormStatistics(...)` of operand `acts` with the op's

@@ -4,8 +4,8 @@
 // products, reading MR rows of A where they lie. With B packed, a strip of MR rows of A stays in
 // L1 while the block's panels stream past it from L2; with B's rows read in place, each panel
 // stays put while the strips of A pass (its rows are too scattered to stream). C is stored
-// between KC blocks and reloaded, exactly, so each element still adds its products in order p = 0, 1, ..., each with one fused
-// multiply-add: the result is that of the plain loop.
+// between KC blocks and reloaded, exactly, so each element still adds its products in order
+// p = 0, 1, ..., each with one fused multiply-add: the result is that of the plain loop.
 #include "gemm.hpp"
 
 #include <algorithm>

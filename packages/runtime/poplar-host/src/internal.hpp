@@ -89,9 +89,9 @@ struct VarInfo {
   poplar::Type type;
   std::size_t numElements = 0;
   bool isConstant = false;
-  DeviceBytes constData;                ///< device bytes of a constant
-  std::vector<std::int32_t> tile;      ///< tile of each element (-1: unmapped); empty until mapped
-  DeviceBytes initData;                 ///< initial contents from Graph::setInitialValue (may be empty)
+  DeviceBytes constData;           ///< device bytes of a constant
+  std::vector<std::int32_t> tile; ///< tile of each element (-1: unmapped); empty until mapped
+  DeviceBytes initData;            ///< initial contents from Graph::setInitialValue (may be empty)
   /// Made by createMatMulInputLHS/RHS (MatMul) or createWeights/createInput (Conv): already in
   /// the layout that operation plans for, so it reads the whole variable without a rearranged copy.
   enum class PlannedLayout : std::uint8_t { None, MatMul, Conv };
