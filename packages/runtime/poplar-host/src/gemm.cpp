@@ -128,9 +128,12 @@ using Micro = void (*)(std::size_t, const float *, std::size_t, const float *, c
 // AVX2 with FMA: 6 x 16 of C in 12 of the 16 ymm registers
 constexpr int kAvxMR = 6, kAvxNR = 16;
 POPLAR_HOST_MICRO(microAvx2, __attribute__((target("avx2,fma"))), V8, kAvxMR, 2)
-// AVX-512 (which has FMA): 8 x 48 of C in 24 of the 32 zmm registers
+// AVX-512 (which has FMA): 8 x 48 of C in 24 of the 32 zmm registers; 8 x 32 and 8 x 16 for
+// the last columns of a B read in place, which a 48-wide panel would read past
 constexpr int kAvx512MR = 8, kAvx512NR = 48;
 POPLAR_HOST_MICRO(microAvx512, __attribute__((target("avx512f"))), V16, kAvx512MR, 3)
+POPLAR_HOST_MICRO(microAvx512x32, __attribute__((target("avx512f"))), V16, kAvx512MR, 2)
+POPLAR_HOST_MICRO(microAvx512x16, __attribute__((target("avx512f"))), V16, kAvx512MR, 1)
 // any x86-64 (SSE2), and other targets through GCC's generic vectors: 4 x 8 of C
 constexpr int kBaseMR = 4, kBaseNR = 8;
 POPLAR_HOST_MICRO(microBase, , V4, kBaseMR, 2)
@@ -154,6 +157,14 @@ const std::vector<Kernel> &availableKernels() {
     return k;
   }();
   return kernels;
+}
+
+/// The AVX-512 kernel that is `width` columns wide (16 or 32), if the AVX-512 kernel is the
+/// current one; nullptr otherwise.
+const Kernel *narrowAvx512(const Kernel &current, std::size_t width) {
+  static const Kernel x32{"avx512", microAvx512x32, kAvx512MR, 32}, x16{"avx512", microAvx512x16, kAvx512MR, 16};
+  if (current.micro != microAvx512) return nullptr;
+  return width == 32 ? &x32 : width == 16 ? &x16 : nullptr;
 }
 
 std::atomic<const Kernel *> &currentKernel() {
@@ -287,18 +298,18 @@ struct BSource {
   }
 };
 
-/// The product on one thread: columns [0, n) of C.
-void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
+/// The product on one thread with kernel K: columns [0, n) of C.
+void gemmColumns(const Kernel &K, std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
                  float *C, std::size_t ldc, bool onto);
 
 /// The product with whole panels of columns split over the step's threads; every output is
 /// still summed by one thread, in order.
-void gemmSplit(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
-               float *C, std::size_t ldc, bool onto = false) {
-  const std::size_t NR = static_cast<std::size_t>(currentKernel().load(std::memory_order_relaxed)->NR);
+void gemmSplit(const Kernel &K, std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda,
+               const BSource &B, float *C, std::size_t ldc, bool onto = false) {
+  const std::size_t NR = static_cast<std::size_t>(K.NR);
   const std::size_t threads =
       std::min<std::size_t>({gemmThreads, (n + NR - 1) / NR, std::max<std::size_t>(1, m * n * k / kProductsPerThread)});
-  if (threads <= 1) return gemmColumns(m, n, k, A, lda, B, C, ldc, onto);
+  if (threads <= 1) return gemmColumns(K, m, n, k, A, lda, B, C, ldc, onto);
   const std::size_t panels = (n + NR - 1) / NR;
   std::vector<std::thread> pool;
   std::vector<std::exception_ptr> errors(threads);
@@ -306,7 +317,7 @@ void gemmSplit(std::size_t m, std::size_t n, std::size_t k, const float *A, std:
     const std::size_t j0 = panels * t / threads * NR, j1 = std::min(n, panels * (t + 1) / threads * NR);
     PackB shifted;
     try {
-      gemmColumns(m, j1 - j0, k, A, lda, B.from(j0, shifted), C + j0, ldc, onto);
+      gemmColumns(K, m, j1 - j0, k, A, lda, B.from(j0, shifted), C + j0, ldc, onto);
     } catch (...) {
       errors[t] = std::current_exception();
     }
@@ -318,14 +329,13 @@ void gemmSplit(std::size_t m, std::size_t n, std::size_t k, const float *A, std:
     if (e) std::rethrow_exception(e);
 }
 
-void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const BSource &B,
-                 float *C, std::size_t ldc, bool onto) {
+void gemmColumns(const Kernel &K, std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda,
+                 const BSource &B, float *C, std::size_t ldc, bool onto) {
   if (m == 0 || n == 0 || (k == 0 && onto)) return;
   if (k == 0) {
     for (std::size_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
     return;
   }
-  const Kernel &K = kernelFor(n);
   const int MR = K.MR, NR = K.NR;
   const auto [KC, MC, NCMax] = B.pack ? kPacked : kInPlace;
   const std::size_t NC = NCMax / NR * NR;
@@ -366,26 +376,32 @@ void gemmColumns(std::size_t m, std::size_t n, std::size_t k, const float *A, st
 
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
              float *C, std::size_t ldc) {
-  gemmSplit(m, n, k, A, lda, BSource{&packB, nullptr, nullptr}, C, ldc);
+  gemmSplit(kernelFor(n), m, n, k, A, lda, BSource{&packB, nullptr, nullptr}, C, ldc);
 }
 
 void gemmF32Rows(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
                  const std::size_t *rows, float *C, std::size_t ldc, bool onto) {
-  gemmSplit(m, n, k, A, lda, BSource{nullptr, B, rows}, C, ldc, onto);
+  gemmSplit(kernelFor(n), m, n, k, A, lda, BSource{nullptr, B, rows}, C, ldc, onto);
 }
 
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
              std::size_t ldb, float *C, std::size_t ldc) {
   // few rows of A use each panel of B only a few times: its whole panels are read where they lie
-  // (no overrun past a row), and only a last, narrower panel is packed
-  const std::size_t NR = static_cast<std::size_t>(currentKernel().load(std::memory_order_relaxed)->NR);
+  // (no overrun past a row), the last columns by a narrower kernel where there is one, and only
+  // what remains is packed
+  const Kernel &K = *currentKernel().load(std::memory_order_relaxed);
+  const std::size_t NR = static_cast<std::size_t>(K.NR);
   const std::size_t whole = n / NR * NR;
   if (m <= kRowsInPlace && whole > 0 && k > 0) {
     std::vector<std::size_t> rows(k);
     for (std::size_t p = 0; p < k; ++p) rows[p] = p * ldb;
-    gemmSplit(m, whole, k, A, lda, BSource{nullptr, B, rows.data()}, C, ldc);
-    if (whole == n) return;
+    gemmSplit(K, m, whole, k, A, lda, BSource{nullptr, B, rows.data()}, C, ldc);
     B += whole, C += whole, n -= whole;
+    if (const Kernel *narrow = narrowAvx512(K, n / 16 * 16)) {
+      gemmSplit(*narrow, m, n / 16 * 16, k, A, lda, BSource{nullptr, B, rows.data()}, C, ldc);
+      B += n / 16 * 16, C += n / 16 * 16, n %= 16;
+    }
+    if (n == 0) return;
   }
   gemmF32(m, n, k, A, lda,
           [=](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
