@@ -149,14 +149,14 @@ describe('outlining', () => {
 
   it('trains a 3-layer transformer to the same bits as without it, through functions and builders', () => {
     // three layers on IPU 0 over a long sequence of narrow vectors: the attention's working memory
-    // dwarfs the weights, so the forward layers share a poplar::Function, and so do the backward
-    // ones that match (the first layer's backward has no input gradient); each weight's update,
-    // all state, shares a builder
+    // dwarfs the weights, so the forward layers share a poplar::Function; the backward ones read
+    // the softmax values their forward layer saved, a large share of what they use, so they share
+    // builders (no copies), as does each weight's update, all state
     const g = loadModelFile(path.join(EXAMPLES, 'transformer.tg'), { args: { layers: 3, per_ipu: 3, seq: 64, d_model: 8, heads: 2 } });
     const module = buildTrainingModule(g, SETTINGS, makeOptimizer('Adam', { lr: 0.01 })).module;
     const host = hostCode(module, true);
-    expect(bodies(host, 'function')).toBe(2);
-    expect(bodies(host, 'builder')).toBeGreaterThanOrEqual(1);
+    expect(bodies(host, 'function')).toBe(1);
+    expect(bodies(host, 'builder')).toBeGreaterThanOrEqual(2);
     expectSameBits(g, module, 2);
   });
 });

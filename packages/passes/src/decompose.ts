@@ -17,11 +17,13 @@ type Rule = (b: GraphBuilder, op: Op, x: readonly Value[], stats: BatchStatistic
 const scalar = (b: GraphBuilder, like: Value, v: number) => b.constant(Tensor.scalar(like.type.dtype, v));
 const norm = (axis: number, rank: number) => (axis < 0 ? axis + rank : axis);
 
-function softmaxParts(b: GraphBuilder, x: Value, axis: number): { shifted: Value; sum: Value } {
+/** x - max(x) along `axis`, its exp, and the sum of that (one exp op: softmax divides the same values). */
+function softmaxParts(b: GraphBuilder, x: Value, axis: number): { shifted: Value; exp: Value; sum: Value } {
   const m = b.op('reduce_max', [x], { axes: [axis], keepdims: true });
   const shifted = b.op('sub', [x, m]);
-  const sum = b.op('reduce_sum', [b.op('exp', [shifted])], { axes: [axis], keepdims: true });
-  return { shifted, sum };
+  const exp = b.op('exp', [shifted]);
+  const sum = b.op('reduce_sum', [exp], { axes: [axis], keepdims: true });
+  return { shifted, exp, sum };
 }
 
 /** mean and biased variance over `axes` (kept), and x normalised by them. */
@@ -78,8 +80,8 @@ function nll(b: GraphBuilder, logp: Value, target: Value, weight: Value | undefi
 
 export const DECOMPOSE_RULES: Readonly<Record<string, Rule>> = {
   softmax: (b, op, [x]) => {
-    const { shifted, sum } = softmaxParts(b, x!, op.attrs['axis'] as number);
-    return [b.op('div', [b.op('exp', [shifted]), sum])];
+    const { exp, sum } = softmaxParts(b, x!, op.attrs['axis'] as number);
+    return [b.op('div', [exp, sum])];
   },
   log_softmax: (b, op, [x]) => {
     const { shifted, sum } = softmaxParts(b, x!, op.attrs['axis'] as number);
