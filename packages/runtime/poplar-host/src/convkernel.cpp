@@ -119,6 +119,7 @@ struct PhaseGrid {
               const float *in = src + (r - q.padTop) * q.W + (sx * jLo + b - q.padLeft);
               float *out = dst + iq * Wq + jLo;
               if (sx == 1) std::memcpy(out, in, (jHi - jLo) * sizeof(float));
+              else if (sx == 2) simd8::everyOther(in, out, jHi - jLo);
               else
                 for (std::size_t j = 0; j < jHi - jLo; ++j) out[j] = in[j * sx];
             }
