@@ -183,23 +183,33 @@ const Kernel &kernelFor(std::size_t n) {
   return *k;
 }
 
-/// A full panel: kc rows of NR floats, a copy of a known size the compiler inlines.
-template <std::size_t NR> void packFullPanel(const float *B, std::size_t ldb, std::size_t kc, float *out) {
-  for (std::size_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, B + p * ldb, NR * sizeof(float));
+/// Row p of B's block into each of its panels: the full panels by copies of a known size the
+/// compiler inlines, a last narrower one padded with zeros.
+template <std::size_t NR> void packRowIntoPanels(const float *src, std::size_t nc, std::size_t kc, float *out) {
+  std::size_t j = 0;
+  for (; j + NR <= nc; j += NR, out += kc * NR) std::memcpy(out, src + j, NR * sizeof(float));
+  if (j < nc) {
+    std::memcpy(out, src + j, (nc - j) * sizeof(float));
+    std::fill(out + (nc - j), out + NR, 0.0f);
+  }
 }
 
-/// B[p0.., j0..] (kc x nc) of a row-major B as panels of NR columns.
+/// B[p0.., j0..] (kc x nc) of a row-major B as panels of NR columns. Row by row, each row's
+/// columns in one sequential read: panel by panel, every row would be a jump of ldb, on a new
+/// page when B is wide, past the hardware prefetchers.
 void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc,
                    std::size_t NR, float *out) {
-  for (std::size_t j = j0; j < j0 + nc; j += NR, out += kc * NR) {
-    const std::size_t w = std::min<std::size_t>(NR, j0 + nc - j);
-    const float *src = B + p0 * ldb + j;
-    if (w == NR && NR == kAvx512NR) packFullPanel<kAvx512NR>(src, ldb, kc, out);
-    else if (w == NR && NR == kAvxNR) packFullPanel<kAvxNR>(src, ldb, kc, out);
+  for (std::size_t p = 0; p < kc; ++p) {
+    const float *src = B + (p0 + p) * ldb + j0;
+    float *dst = out + p * NR;
+    if (NR == kAvx512NR) packRowIntoPanels<kAvx512NR>(src, nc, kc, dst);
+    else if (NR == kAvxNR) packRowIntoPanels<kAvxNR>(src, nc, kc, dst);
+    else if (NR == kBaseNR) packRowIntoPanels<kBaseNR>(src, nc, kc, dst);
     else
-      for (std::size_t p = 0; p < kc; ++p) {
-        std::memcpy(out + p * NR, src + p * ldb, w * sizeof(float));
-        std::fill(out + p * NR + w, out + (p + 1) * NR, 0.0f);
+      for (std::size_t j = 0; j < nc; j += NR, dst += kc * NR) {
+        const std::size_t w = std::min(NR, nc - j);
+        std::memcpy(dst, src + j, w * sizeof(float));
+        std::fill(dst + w, dst + NR, 0.0f);
       }
   }
 }
