@@ -8,6 +8,8 @@
 // p = 0, 1, ..., each with one fused multiply-add: the result is that of the plain loop.
 #include "gemm.hpp"
 
+#include "simd8.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -214,6 +216,44 @@ void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t 
   }
 }
 
+/// packColumnRuns' body: with Blocks, 8 x 8 blocks through a transpose (a store per element, a
+/// panel row apart, was most of the packing's time); the rest element by element.
+template <bool Blocks>
+__attribute__((always_inline)) inline void packColumnRunsBody(const float *const *col, std::size_t p0, std::size_t kc,
+                                                              std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+  using simd8::V8;
+  constexpr std::size_t B = 8;
+  for (std::size_t q = 0; q < nc; q += nr, out += kc * nr) {
+    const std::size_t w = std::min(nr, nc - q);
+    const float *const *c = col + j0 + q;
+    std::size_t j = 0;
+    for (; Blocks && j + B <= w; j += B) {
+      std::size_t p = 0;
+      for (; p + B <= kc; p += B) {
+        V8 v[B], t[B];
+#pragma GCC unroll 8
+        for (std::size_t i = 0; i < B; ++i) std::memcpy(&v[i], c[j + i] + p0 + p, sizeof(V8));
+        simd8::transpose8(v, t);
+#pragma GCC unroll 8
+        for (std::size_t i = 0; i < B; ++i) std::memcpy(out + (p + i) * nr + j, &t[i], sizeof(V8));
+      }
+      for (; p < kc; ++p)
+        for (std::size_t i = 0; i < B; ++i) out[p * nr + j + i] = c[j + i][p0 + p];
+    }
+    for (; j < w; ++j) {
+      const float *src = c[j] + p0;
+      for (std::size_t p = 0; p < kc; ++p) out[p * nr + j] = src[p];
+    }
+    if (w < nr)
+      for (std::size_t p = 0; p < kc; ++p) std::fill(out + p * nr + w, out + (p + 1) * nr, 0.0f);
+  }
+}
+
+__attribute__((target("avx2"))) void packColumnRunsAvx2(const float *const *col, std::size_t p0, std::size_t kc,
+                                                        std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+  packColumnRunsBody<true>(col, p0, kc, j0, nc, nr, out);
+}
+
 std::mutex poolMutex;
 std::vector<std::unique_ptr<std::array<CacheLineFloats, ScratchLease::kBuffers>>> freeSets;
 
@@ -264,6 +304,15 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) bool allFiniteF32(c
     top = bits > top ? bits : top;
   }
   return top < 0x7f800000u;
+}
+
+void packColumnRuns(const float *const *col, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc,
+                    std::size_t nr, float *out) {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return packColumnRunsAvx2(col, p0, kc, j0, nc, nr, out);
+#endif
+  packColumnRunsBody<false>(col, p0, kc, j0, nc, nr, out);
 }
 
 std::vector<std::string> gemmKernels() {

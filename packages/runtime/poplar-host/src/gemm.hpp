@@ -27,6 +27,10 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
 /// panels instead of into a matrix first.
 using PackB = std::function<void(std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out)>;
 
+/// The packer of a B whose column j is the run col[j][0..k) (a transposed matrix, attention's
+/// keys): eight columns by eight rows at a time through a transpose where the CPU has AVX2.
+void packColumnRuns(const float *const *col, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc,
+                    std::size_t nr, float *out);
 /// gemmF32 with B given by its packer (same sums, same order).
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
              float *C, std::size_t ldc);

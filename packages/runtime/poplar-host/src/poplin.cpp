@@ -169,15 +169,7 @@ void addMatMulStep(poplar::program::Sequence &prog, const poplar::Tensor &A, con
         const float *const *col = columnRuns.data() + g * n; // column j of B[g]: col[j][0..kk)
         poplar_host::gemmF32(m, n, kk, af + g * m * kk, kk,
                              [col](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
-                               for (std::size_t q = 0; q < nc; q += nr, out += kc * nr) {
-                                 const std::size_t w = std::min(nr, nc - q);
-                                 for (std::size_t j = 0; j < w; ++j) {
-                                   const float *src = col[j0 + q + j] + p0;
-                                   for (std::size_t p = 0; p < kc; ++p) out[p * nr + j] = src[p];
-                                 }
-                                 if (w < nr)
-                                   for (std::size_t p = 0; p < kc; ++p) std::fill(out + p * nr + w, out + (p + 1) * nr, 0.0f);
-                               }
+                               poplar_host::packColumnRuns(col, p0, kc, j0, nc, nr, out);
                              },
                              c + g * m * n, n);
       }

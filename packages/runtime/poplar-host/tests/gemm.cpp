@@ -1,9 +1,9 @@
 // The float matrix product's inner kernels (src/gemm.cpp), each one this CPU runs, bit for bit
 // against the plain loop of the documented numerics, at sizes around their register and cache
 // blocks, with row strides wider than the rows, through a packer as convolutions call it, split
-// over threads, and with B's rows read in place over two calls, the second continuing the sums;
-// and the vectorised finiteness check, with a NaN or an infinity at every position of short
-// buffers and at the end of a long one.
+// over threads, with B's rows read in place over two calls, the second continuing the sums, and
+// with B's columns as runs; and the vectorised finiteness check, with a NaN or an infinity at
+// every position of short buffers and at the end of a long one.
 #include "../src/gemm.hpp"
 
 #include "check.hpp"
@@ -102,6 +102,35 @@ int main() {
       gemmF32Rows(m, n, split, A.data(), lda, Bp.data(), rows.data(), F.data(), ldc);
       gemmF32Rows(m, n, k - split, A.data() + split, lda, Bp.data(), rows.data() + split, F.data(), ldc, true);
       check::report(sameBits(want, F.data(), m, n, ldc), at + " in rows, over two calls: the plain loop's bits", __FILE__, __LINE__);
+    }
+  }
+  useGemmKernel(kernels.front());
+
+  // B given by its columns' runs (a transposed matrix), packed 8 x 8 through a transpose and
+  // element by element at the edges: columns and rows that are and are not multiples of eight,
+  // panels of every kernel's width
+  for (const auto &name : kernels) {
+    CHECK(useGemmKernel(name));
+    const std::size_t shapes[][3] = {{5, 53, 21}, {9, 100, 64}, {128, 128, 64}, {3, 7, 5}};
+    for (const auto &s : shapes) {
+      const std::size_t m = s[0], n = s[1], k = s[2], ldt = k + 3;
+      const auto A = randomFloats(m * k), Bt = randomFloats(n * ldt);
+      std::vector<float> B(k * n);
+      for (std::size_t p = 0; p < k; ++p)
+        for (std::size_t j = 0; j < n; ++j) B[p * n + j] = Bt[j * ldt + p];
+      std::vector<const float *> col(n);
+      for (std::size_t j = 0; j < n; ++j) col[j] = Bt.data() + j * ldt;
+      const auto want = plain(m, n, k, A.data(), k, B.data(), n);
+      std::vector<float> D(m * n);
+      gemmF32(m, n, k, A.data(), k,
+              [&](std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
+                packColumnRuns(col.data(), p0, kc, j0, nc, nr, out);
+              },
+              D.data(), n);
+      check::report(sameBits(want, D.data(), m, n, n),
+                    "kernel " + name + " at " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                        " from column runs: the plain loop's bits",
+                    __FILE__, __LINE__);
     }
   }
   useGemmKernel(kernels.front());
