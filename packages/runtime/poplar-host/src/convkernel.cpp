@@ -294,7 +294,6 @@ template <bool Blocks>
 __attribute__((always_inline)) inline void channelsLastBody(const float *src, std::size_t plane, std::size_t channels,
                                                             std::size_t rows, std::size_t cols, std::size_t srcRow,
                                                             float *dst, std::size_t dstRow) {
-  using simd8::V8;
   constexpr std::size_t B = 8;
   for (std::size_t r = 0; r < rows; ++r) {
     float *out = dst + r * dstRow;
@@ -303,12 +302,9 @@ __attribute__((always_inline)) inline void channelsLastBody(const float *src, st
       const float *in = src + c0 * plane + r * srcRow;
       std::size_t s0 = 0;
       for (; s0 + B <= cols; s0 += B) {
-        V8 v[B], t[B];
-#pragma GCC unroll 8
-        for (std::size_t j = 0; j < B; ++j) std::memcpy(&v[j], in + j * plane + s0, sizeof(V8));
-        simd8::transpose8(v, t);
-#pragma GCC unroll 8
-        for (std::size_t i = 0; i < B; ++i) std::memcpy(out + (s0 + i) * channels + c0, &t[i], sizeof(V8));
+        const float *const rows8[B] = {in + s0, in + plane + s0, in + 2 * plane + s0, in + 3 * plane + s0,
+                                       in + 4 * plane + s0, in + 5 * plane + s0, in + 6 * plane + s0, in + 7 * plane + s0};
+        simd8::transposeBlock8(rows8, out + s0 * channels + c0, channels);
       }
       for (; s0 < cols; ++s0)
         for (std::size_t j = 0; j < B; ++j) out[s0 * channels + c0 + j] = in[j * plane + s0];

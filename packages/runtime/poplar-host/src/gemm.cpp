@@ -221,7 +221,6 @@ void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t 
 template <bool Blocks>
 __attribute__((always_inline)) inline void packColumnRunsBody(const float *const *col, std::size_t p0, std::size_t kc,
                                                               std::size_t j0, std::size_t nc, std::size_t nr, float *out) {
-  using simd8::V8;
   constexpr std::size_t B = 8;
   for (std::size_t q = 0; q < nc; q += nr, out += kc * nr) {
     const std::size_t w = std::min(nr, nc - q);
@@ -230,12 +229,9 @@ __attribute__((always_inline)) inline void packColumnRunsBody(const float *const
     for (; Blocks && j + B <= w; j += B) {
       std::size_t p = 0;
       for (; p + B <= kc; p += B) {
-        V8 v[B], t[B];
-#pragma GCC unroll 8
-        for (std::size_t i = 0; i < B; ++i) std::memcpy(&v[i], c[j + i] + p0 + p, sizeof(V8));
-        simd8::transpose8(v, t);
-#pragma GCC unroll 8
-        for (std::size_t i = 0; i < B; ++i) std::memcpy(out + (p + i) * nr + j, &t[i], sizeof(V8));
+        const float *const rows8[B] = {c[j] + p0 + p,     c[j + 1] + p0 + p, c[j + 2] + p0 + p, c[j + 3] + p0 + p,
+                                       c[j + 4] + p0 + p, c[j + 5] + p0 + p, c[j + 6] + p0 + p, c[j + 7] + p0 + p};
+        simd8::transposeBlock8(rows8, out + p * nr + j, nr);
       }
       for (; p < kc; ++p)
         for (std::size_t i = 0; i < B; ++i) out[p * nr + j + i] = c[j + i][p0 + p];

@@ -1,5 +1,6 @@
 // Eight-float vectors (GCC vector extensions: one AVX register, or two SSE halves) and an 8 x 8
-// transpose, for the kernels that turn rows into columns (reductions, channels-last copies).
+// transpose, for the kernels that turn rows into columns (reductions, channels-last copies,
+// packing a matrix from its columns); and a stride-2 gather in four-float vectors.
 #ifndef POPLAR_HOST_SIMD8_HPP
 #define POPLAR_HOST_SIMD8_HPP
 
@@ -33,6 +34,18 @@ __attribute__((always_inline)) inline void transpose8(const V8 (&r)[8], V8 (&t)[
     t[k] = __builtin_shuffle(w[k], w[k + 4], I8{0, 1, 2, 3, 8, 9, 10, 11});
     t[k + 4] = __builtin_shuffle(w[k], w[k + 4], I8{4, 5, 6, 7, 12, 13, 14, 15});
   }
+}
+
+/// dst[i * dstStride + j] = rows[j][i] for i, j < 8: eight runs of eight floats written as eight
+/// columns (always inlined, into the callers built for AVX2).
+__attribute__((always_inline)) inline void transposeBlock8(const float *const (&rows)[8], float *dst,
+                                                           std::size_t dstStride) {
+  V8 v[8], t[8];
+#pragma GCC unroll 8
+  for (std::size_t j = 0; j < 8; ++j) std::memcpy(&v[j], rows[j], sizeof(V8));
+  transpose8(v, t);
+#pragma GCC unroll 8
+  for (std::size_t i = 0; i < 8; ++i) std::memcpy(dst + i * dstStride, &t[i], sizeof(V8));
 }
 
 /// out[j] = in[2 * j] for j < n, four at a time from two four-float vectors (one shuffle
