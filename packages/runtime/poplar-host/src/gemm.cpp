@@ -127,9 +127,11 @@ using Micro = void (*)(std::size_t, const float *, std::size_t, const float *, c
     else microBody<V, MR, NRV>(kc, a, lda, b, nullptr, c, ldc, first, mr, nr, next);                                 \
   }
 
-// AVX2 with FMA: 6 x 16 of C in 12 of the 16 ymm registers
-constexpr int kAvxMR = 6, kAvxNR = 16;
+// AVX2 with FMA: 6 x 16 of C in 12 of the 16 ymm registers, or 4 x 24 (for products of 16 or
+// 32 rows, a convolution's output channels, which 6 rows would pad by an eighth)
+constexpr int kAvxMR = 6, kAvxNR = 16, kAvxWideMR = 4, kAvxWideNR = 24;
 POPLAR_HOST_MICRO(microAvx2, __attribute__((target("avx2,fma"))), V8, kAvxMR, 2)
+POPLAR_HOST_MICRO(microAvx2x24, __attribute__((target("avx2,fma"))), V8, kAvxWideMR, 3)
 // AVX-512 (which has FMA): 8 x 48 of C in 24 of the 32 zmm registers; 8 x 32 and 8 x 16 for
 // the last columns of a B read in place, which a 48-wide panel would read past
 constexpr int kAvx512MR = 8, kAvx512NR = 48;
@@ -153,7 +155,10 @@ const std::vector<Kernel> &availableKernels() {
     std::vector<Kernel> k;
 #if defined(__x86_64__) || defined(__i386__)
     if (__builtin_cpu_supports("avx512f")) k.push_back({"avx512", microAvx512, kAvx512MR, kAvx512NR});
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k.push_back({"avx2", microAvx2, kAvxMR, kAvxNR});
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      k.push_back({"avx2", microAvx2, kAvxMR, kAvxNR});
+      k.push_back({"avx2-4x24", microAvx2x24, kAvxWideMR, kAvxWideNR});
+    }
 #endif
     k.push_back({"base", microBase, kBaseMR, kBaseNR});
     return k;
@@ -174,14 +179,27 @@ std::atomic<const Kernel *> &currentKernel() {
   return current;
 }
 
-/// The kernel for a product of n columns: the current one, except that at most 16 columns (a
+/// The kernel's block grid over an m x n product: the products it computes, padding included.
+std::size_t paddedProducts(const Kernel &k, std::size_t m, std::size_t n) {
+  const auto up = [](std::size_t x, std::size_t r) { return (x + r - 1) / r * r; };
+  return up(m, static_cast<std::size_t>(k.MR)) * up(n, static_cast<std::size_t>(k.NR));
+}
+
+/// The kernel for an m x n product: the current one, except that at most 16 columns (a
 /// classifier's few classes) would fill a third of the AVX-512 kernel's 48, where the AVX2
-/// kernel's 16 fit them (every kernel gives the same bits).
-const Kernel &kernelFor(std::size_t n) {
+/// kernel's 16 fit them, and that the AVX2 kernel gives way to its 4 x 24 sibling when that
+/// pads less (every kernel gives the same bits).
+const Kernel &kernelFor(std::size_t m, std::size_t n) {
   const Kernel *k = currentKernel().load(std::memory_order_relaxed);
-  if (k->NR == kAvx512NR && n <= static_cast<std::size_t>(kAvxNR))
+  const auto named = [](const char *name) -> const Kernel * {
     for (const auto &other : availableKernels())
-      if (other.NR == kAvxNR) return other;
+      if (std::strcmp(other.name, name) == 0) return &other;
+    return nullptr;
+  };
+  if (k->NR == kAvx512NR && n <= static_cast<std::size_t>(kAvxNR))
+    if (const Kernel *avx2 = named("avx2")) k = avx2;
+  if (k->micro == microAvx2)
+    if (const Kernel *wide = named("avx2-4x24"); wide && paddedProducts(*wide, m, n) < paddedProducts(*k, m, n)) k = wide;
   return *k;
 }
 
@@ -206,6 +224,7 @@ void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t 
     float *dst = out + p * NR;
     if (NR == kAvx512NR) packRowIntoPanels<kAvx512NR>(src, nc, kc, dst);
     else if (NR == kAvxNR) packRowIntoPanels<kAvxNR>(src, nc, kc, dst);
+    else if (NR == kAvxWideNR) packRowIntoPanels<kAvxWideNR>(src, nc, kc, dst);
     else if (NR == kBaseNR) packRowIntoPanels<kBaseNR>(src, nc, kc, dst);
     else
       for (std::size_t j = 0; j < nc; j += NR, dst += kc * NR) {
@@ -334,8 +353,10 @@ GemmThreads::~GemmThreads() { gemmThreads = previous_; }
 namespace {
 /// Below this many products a product stays on one thread (starting one costs more).
 constexpr std::size_t kProductsPerThread = std::size_t(1) << 22;
-/// Up to this many rows of A, a row-major B is read in place rather than packed.
-constexpr std::size_t kRowsInPlace = 128;
+/// Up to this many rows of A, a row-major B is read in place rather than packed: the AVX-512
+/// kernel's panels take three cache lines of each row of B, the others' one or less (a line a
+/// page apart each product), so packing pays for them from a few rows on.
+std::size_t rowsInPlace(const Kernel &K) { return K.NR == kAvx512NR ? 128 : 16; }
 
 /// Where the kernel finds B: a packer writing panels, or rows read where they lie (row p at
 /// base + rows[p]).
@@ -431,12 +452,12 @@ void gemmColumns(const Kernel &K, std::size_t m, std::size_t n, std::size_t k, c
 
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const PackB &packB,
              float *C, std::size_t ldc) {
-  gemmSplit(kernelFor(n), m, n, k, A, lda, BSource{&packB, nullptr, nullptr}, C, ldc);
+  gemmSplit(kernelFor(m, n), m, n, k, A, lda, BSource{&packB, nullptr, nullptr}, C, ldc);
 }
 
 void gemmF32Rows(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
                  const std::size_t *rows, float *C, std::size_t ldc, bool onto) {
-  gemmSplit(kernelFor(n), m, n, k, A, lda, BSource{nullptr, B, rows}, C, ldc, onto);
+  gemmSplit(kernelFor(m, n), m, n, k, A, lda, BSource{nullptr, B, rows}, C, ldc, onto);
 }
 
 void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::size_t lda, const float *B,
@@ -444,10 +465,10 @@ void gemmF32(std::size_t m, std::size_t n, std::size_t k, const float *A, std::s
   // few rows of A use each panel of B only a few times: its whole panels are read where they lie
   // (no overrun past a row), the last columns by a narrower kernel where there is one, and only
   // what remains is packed
-  const Kernel &K = *currentKernel().load(std::memory_order_relaxed);
+  const Kernel &K = kernelFor(m, n);
   const std::size_t NR = static_cast<std::size_t>(K.NR);
   const std::size_t whole = n / NR * NR;
-  if (m <= kRowsInPlace && whole > 0 && k > 0) {
+  if (m <= rowsInPlace(K) && whole > 0 && k > 0) {
     std::vector<std::size_t> rows(k);
     for (std::size_t p = 0; p < k; ++p) rows[p] = p * ldb;
     gemmSplit(K, m, whole, k, A, lda, BSource{nullptr, B, rows.data()}, C, ldc);

@@ -56,12 +56,13 @@ int main() {
   const auto kernels = gemmKernels();
   CHECK(!kernels.empty() && kernels.back() == "base");
   CHECK(!useGemmKernel("no such kernel"));
-  // m x n x k: one element, edges of every kernel's block (4/6/8 rows, 8/16/48 columns), the
+  // m x n x k: one element, edges of every kernel's block (4/6/8 rows, 8/16/24/48 columns), the
   // 256-product and 192-row blocks, an odd large one, and last columns of B read in place by the
   // narrower kernels (48 + 32, 96 + 16 + 5)
   const std::size_t sizes[][3] = {{1, 1, 1},    {1, 1, 300},  {8, 48, 256}, {9, 49, 257}, {7, 47, 255},
                                   {6, 16, 3},   {5, 15, 513}, {193, 97, 40}, {64, 10, 784}, {3, 2100, 2},
-                                  {200, 130, 600}, {64, 500, 784}, {64, 80, 300}, {17, 117, 65}};
+                                  {200, 130, 600}, {64, 500, 784}, {64, 80, 300}, {17, 117, 65},
+                                  {16, 1088, 144}, {33, 73, 290}, {4, 24, 7}};
   for (const auto &name : kernels) {
     CHECK(useGemmKernel(name));
     for (const auto &s : sizes) {
