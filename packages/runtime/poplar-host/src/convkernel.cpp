@@ -69,26 +69,54 @@ void weightMatrix(const ConvGeometry &g, const float *w, std::size_t grp, float 
 /// input at (r - padTop, s - padLeft), zero outside it) lies in phase (r % sy, s % sx) at
 /// (r / sy, s / sx); each phase image is Hq x Wq (Hq = OH + (KH - 1) / sy, Wq = OW + (KW - 1) /
 /// sx), zero past the padded image. Output (oh, ow) at kernel position (kh, kw) reads padded
-/// (oh * sy + kh, ow * sx + kw): phase (kh % sy, kw % sx) at (oh + kh / sy, ow + kw / sx). Laid
-/// out [channel][phase][image][Hq][Wq] and taken as a grid of columns (image, row < Hq, col < Wq),
-/// row (c, kh, kw) of the unfolded inputs is then one run starting at rowStart: grid points with
-/// row >= OH or col >= OW are not outputs (they read other values of the buffer, and are dropped).
-/// With sy = sx = 1 there is one phase, the padded image itself.
+/// (oh * sy + kh, ow * sx + kw): phase (kh % sy, kw % sx) at (oh + kh / sy, ow + kw / sx).
+/// Laid out [channel][phase][image][row][column] with rows `pitch` = Wq - overlapW apart and
+/// images Hp = Hq - overlapH rows apart: a row's last overlapW columns and an image's last
+/// overlapH rows, padding in every phase, are the next row's first columns and the next image's
+/// first rows, padding too (a 3x3 kernel's right and left zero columns are one column), so the
+/// grid has fewer points that are not outputs. Taken as a grid of columns (image, row < Hp,
+/// column < pitch), row (c, kh, kw) of the unfolded inputs is one run starting at rowStart:
+/// grid points with row >= OH or column >= OW are not outputs (they read other values of the
+/// buffer, and are dropped). With sy = sx = 1 there is one phase, the padded image itself.
 struct PhaseGrid {
-  std::size_t sy = 1, sx = 1, phases = 1, Hq = 0, Wq = 0, plane = 0, nb = 1, block = 0, size = 0;
+  std::size_t sy = 1, sx = 1, phases = 1, Hq = 0, Wq = 0, overlapH = 0, overlapW = 0, Hp = 0, pitch = 0, plane = 0,
+              nb = 1, block = 0, size = 0;
 
   PhaseGrid(const ConvGeometry &g, std::size_t images) {
     const auto &q = g.plain;
     sy = q.strideH, sx = q.strideW, phases = sy * sx;
-    Hq = q.OH + (q.KH - 1) / sy, Wq = q.OW + (q.KW - 1) / sx, plane = Hq * Wq, nb = images, block = nb * plane;
+    Hq = q.OH + (q.KH - 1) / sy, Wq = q.OW + (q.KW - 1) / sx;
+    // the zero rows and columns every phase a kernel position reads has at both ends
+    overlapH = Hq - q.OH, overlapW = Wq - q.OW;
+    for (std::size_t a = 0; a < std::min(sy, q.KH); ++a) {
+      const auto [lo, hi] = dataRange(a, sy, q.padTop, q.H, Hq);
+      overlapH = std::min({overlapH, lo, Hq - hi});
+    }
+    for (std::size_t b = 0; b < std::min(sx, q.KW); ++b) {
+      const auto [lo, hi] = dataRange(b, sx, q.padLeft, q.W, Wq);
+      overlapW = std::min({overlapW, lo, Wq - hi});
+    }
+    Hp = Hq - overlapH, pitch = Wq - overlapW, plane = Hp * pitch, nb = images;
+    // the last image's overlapping rows and columns lie in its block
+    block = nb * plane + overlapH * pitch + overlapW;
     // room after the last phase for its rows' overrun
     size = g.Ci * phases * block + (q.KH - 1) / sy * Wq + (q.KW - 1) / sx + kGemmRowOverrun;
   }
+  /// The phase rows (or columns) [lo, hi) that hold inputs, of the n of phase a with stride s,
+  /// padding pad before `in` inputs: lo = hi = n when there are none.
+  static std::pair<std::size_t, std::size_t> dataRange(std::size_t a, std::size_t s, std::size_t pad, std::size_t in,
+                                                       std::size_t n) {
+    const std::size_t lo = std::min(n, pad > a ? (pad - a + s - 1) / s : 0);
+    const std::size_t hi = std::min(n, (in + pad - a + s - 1) / s);
+    return lo < hi ? std::make_pair(lo, hi) : std::make_pair(n, n);
+  }
   /// Grid columns for `images` images: the last image's rows past OH are left out.
-  std::size_t columns(const ConvGeometry &g, std::size_t images) const { return ((images - 1) * Hq + g.plain.OH) * Wq; }
+  std::size_t columns(const ConvGeometry &g, std::size_t images) const { return ((images - 1) * Hp + g.plain.OH) * pitch; }
+  /// The grid column of output (oh, ow) of image i.
+  std::size_t column(std::size_t i, std::size_t oh, std::size_t ow) const { return i * plane + oh * pitch + ow; }
   std::size_t rowStart(const ConvGeometry &g, std::size_t c, std::size_t k) const {
     const std::size_t kh = k / g.plain.KW, kw = k % g.plain.KW;
-    return (c * phases + (kh % sy) * sx + kw % sx) * block + kh / sy * Wq + kw / sx;
+    return (c * phases + (kh % sy) * sx + kw % sx) * block + kh / sy * pitch + kw / sx;
   }
   /// Start of row (c, k) for every (c, k), in the order of the sums.
   std::vector<std::size_t> rowStarts(const ConvGeometry &g) const {
@@ -109,15 +137,13 @@ struct PhaseGrid {
         for (std::size_t a = 0; a < std::min(sy, q.KH); ++a)
           for (std::size_t b = 0; b < std::min(sx, q.KW); ++b) {
             float *dst = buf + (c * phases + a * sx + b) * block + i * plane;
-            // phase columns jq whose input column sx * jq + b - padLeft lies in [0, W)
-            const std::size_t jLo = q.padLeft > b ? (q.padLeft - b + sx - 1) / sx : 0;
-            const std::size_t jHi = std::min(Wq, (q.W + q.padLeft - b + sx - 1) / sx);
-            if (jLo >= jHi) continue;
-            for (std::size_t iq = 0; iq < Hq; ++iq) {
-              const std::size_t r = sy * iq + a;
-              if (r < q.padTop || r - q.padTop >= q.H) continue;
-              const float *in = src + (r - q.padTop) * q.W + (sx * jLo + b - q.padLeft);
-              float *out = dst + iq * Wq + jLo;
+            // phase rows iq and columns jq whose inputs sy * iq + a - padTop, sx * jq + b - padLeft
+            // lie in the image
+            const auto [iLo, iHi] = dataRange(a, sy, q.padTop, q.H, Hq);
+            const auto [jLo, jHi] = dataRange(b, sx, q.padLeft, q.W, Wq);
+            for (std::size_t iq = iLo; iq < iHi && jLo < jHi; ++iq) {
+              const float *in = src + (sy * iq + a - q.padTop) * q.W + (sx * jLo + b - q.padLeft);
+              float *out = dst + iq * pitch + jLo;
               if (sx == 1) std::memcpy(out, in, (jHi - jLo) * sizeof(float));
               else if (sx == 2) simd8::everyOther(in, out, jHi - jLo);
               else
@@ -160,7 +186,7 @@ void convolutionGrid(const ConvGeometry &g, std::size_t images, const float *x, 
         float *out = y + ((n0 + i) * g.G + grp) * g.Co * g.outN;
         for (std::size_t o = 0; o < g.Co; ++o)
           for (std::size_t r = 0; r < q.OH; ++r)
-            std::memcpy(out + (o * q.OH + r) * q.OW, prod + o * cols + i * grid.plane + r * grid.Wq, q.OW * sizeof(float));
+            std::memcpy(out + (o * q.OH + r) * q.OW, prod + o * cols + grid.column(i, r, 0), q.OW * sizeof(float));
       }
     }
   }

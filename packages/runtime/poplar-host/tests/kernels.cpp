@@ -189,6 +189,10 @@ int main() {
       // images), groups and a flipped kernel
       {13, 1, 2, 3, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false},
       {9, 2, 3, 4, 7, 9, 3, 2, 2, 0, 1, 1, 1, 1, 1, 1, true, false},
+      // zero rows and columns shared by neighbouring rows and images: uneven padding (the smaller
+      // side sets the overlap), and strided phases that all start and end with zeros
+      {11, 1, 3, 4, 7, 8, 3, 3, 2, 1, 1, 2, 1, 1, 1, 1, false, false},
+      {6, 1, 2, 3, 9, 9, 3, 3, 2, 2, 2, 2, 1, 1, 2, 2, false, false},
       // strided, read from phase images: strides 2 and 3, asymmetric strides and padding, kernels
       // larger and smaller than the stride, 1x1 kernels, groups, flips and transposed weights
       {4, 1, 3, 5, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, 2, 2, false, false},
