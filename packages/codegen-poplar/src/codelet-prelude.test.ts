@@ -173,3 +173,34 @@ int main() {
   expect(run.stdout).toMatch(/^exp [01] erf [01] differ 0 of \d+\n$/);
   expect(Number(run.stdout.split(' ').at(-1))).toBeGreaterThan(44_000_000);
 });
+
+/**
+ * The element functions a fused vertex calls vectorise at the widths GCC builds codelets for
+ * without AVX-512's masked instructions (x86-64 baseline and x86-64-v3): a select that GCC turns
+ * into a branch keeps a loop scalar there, several times slower. Checked from GCC's own report
+ * of the loops it vectorised, one loop a line.
+ */
+const ELEMENT_FUNCTIONS = ['expFloat', 'erfFloat', 'sigmoidFloat', 'geluErf', 'reluFloat', 'signFloat'];
+const BINARY_FUNCTIONS = ['maxFloat', 'minFloat'];
+
+(compilerPresent ? test : test.skip)('the element functions vectorise without masked vector instructions', () => {
+  const loops = [
+    ...ELEMENT_FUNCTIONS.map((f) => `void loop_${f}(const float *a, const float *, float *o, unsigned n) { for (unsigned i = 0; i < n; ++i) o[i] = tg::${f}(a[i]); }`),
+    ...BINARY_FUNCTIONS.map((f) => `void loop_${f}(const float *a, const float *b, float *o, unsigned n) { for (unsigned i = 0; i < n; ++i) o[i] = tg::${f}(a[i], b[i]); }`),
+  ];
+  const header = `#include <cmath>\n#include <cstdint>\n${cppFile('codelet_prelude.hpp')}\n`;
+  const first = header.split('\n').length;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tilegraph-prelude-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'loops.cpp'), header + loops.join('\n') + '\n');
+    for (const arch of ['x86-64', 'x86-64-v3']) {
+      const build = spawnSync(CXX, ['-std=c++17', '-O2', '-ftree-vectorize', '-fvect-cost-model=dynamic', '-ffp-contract=off', `-march=${arch}`, '-fopt-info-vec-optimized', '-c', 'loops.cpp', '-o', 'loops.o'], { cwd: dir, encoding: 'utf8' });
+      expect(build.status).toBe(0);
+      const vectorised = new Set([...build.stderr.matchAll(/loops\.cpp:(\d+):\d+: optimized: loop vectorized/g)].map((m) => Number(m[1])));
+      const scalar = [...ELEMENT_FUNCTIONS, ...BINARY_FUNCTIONS].filter((_, i) => !vectorised.has(first + i));
+      expect({ arch, scalar }).toEqual({ arch, scalar: [] });
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

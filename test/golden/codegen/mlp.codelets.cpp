@@ -49,6 +49,15 @@ inline float bitsAsFloat(int x) {
 
 inline float bitsAsFloat(unsigned x) { return bitsAsFloat(int(x)); }
 
+// c ? a : b through a mask on the bits. Used where a select's arms are constants or results
+// used nowhere else: GCC turns such a select into a branch, copies the arithmetic that follows
+// into each side (a clamp's constant folds into it), and without AVX-512's masked instructions
+// the loop around it then does not vectorise (it runs five times slower).
+inline float pick(bool c, float a, float b) {
+  const int mask = -int(c);
+  return bitsAsFloat((bitsAsInt(a) & mask) | (bitsAsInt(b) & ~mask));
+}
+
 // The sign bit of a float: true for -0 as for negative values.
 inline bool signBit(float x) { return bitsAsInt(x) < 0; }
 
@@ -108,35 +117,35 @@ inline float minFloat(float a, float b) {
 // e^r by a polynomial on [-ln 2 / 2, ln 2 / 2], then 2^n as two halves, each a normal float for
 // every n the clamp allows, so results below 2^-126 round once, as subnormals.
 inline float expFloat(float x) {
-  const float c = x > 88.7228394f ? 88.7228394f : x >= -104.0f ? x : -104.0f; // NaN too: int(n) stays defined
+  const float c = pick(x > 88.7228394f, 88.7228394f, pick(x >= -104.0f, x, -104.0f)); // NaN too: int(n) stays defined
   const float n = (c * 1.44269504f + 12582912.0f) - 12582912.0f; // 1.5 * 2^23 rounds to an integer
   const float r = (c - n * 0.693145751953125f) - n * 1.42860677e-06f;
   const float q = 4.999999345e-01f + r * (1.666652063e-01f + r * (4.166838809e-02f + r * (8.368717091e-03f + r * 1.381459638e-03f)));
   const float p = 1.0f + (r + r * r * q);
   const int k = int(n), h = k >> 1;
   const float e = p * bitsAsFloat((h + 127) << 23) * bitsAsFloat((k - h + 127) << 23);
-  const float finite = x > 88.7228394f ? INFINITY : e; // above, e^x is over the largest float
-  return x != x ? x : finite;
+  const float finite = pick(x > 88.7228394f, INFINITY, e); // above, e^x is over the largest float
+  return pick(x != x, x, finite);
 }
 
 // erf(x): below 1, x + x * P(x^2) (erf(x) / x - 1 is small, so its rounding errors are too);
 // from 1 to 4, 1 - e^(-x^2) S(1 / x); above 4, erf(x) rounds to 1. Odd in x; NaN stays.
 inline float erfFloat(float x) {
   const float a = std::fabs(x);
-  const float c = a > 4.0f ? 4.0f : a;
+  const float c = pick(a > 4.0f, 4.0f, a);
   const float t = c * c;
   const float small = c + c * (1.283791657e-01f + t * (-3.761262584e-01f + t * (1.128358527e-01f + t * (-2.685381607e-02f + t * (5.188334504e-03f + t * (-8.010247672e-04f + t * 7.854026366e-05f))))));
-  const float u = 1.0f / (c > 1.0f ? c : 1.0f);
+  const float u = 1.0f / pick(c > 1.0f, c, 1.0f);
   const float s = 1.210782587e-04f + u * (5.617679635e-01f + u * (2.053584665e-02f + u * (-3.758630968e-01f + u * (2.303950832e-01f + u * (2.383342116e-01f + u * (-5.369493323e-01f + u * (4.382409928e-01f + u * (-1.797132366e-01f + u * 3.071407213e-02f))))))));
   const float large = 1.0f - expFloat(-t) * s;
-  const float r = std::copysign(c < 1.0f ? small : large, x);
-  return x != x ? x : r;
+  const float r = std::copysign(pick(c < 1.0f, small, large), x);
+  return pick(x != x, x, r);
 }
 
 // 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below (neither overflows): one exp of -|x|.
 inline float sigmoidFloat(float x) {
   const float e = expFloat(-std::fabs(x));
-  return (x >= 0 ? 1.0f : e) / (1.0f + e);
+  return pick(x >= 0, 1.0f, e) / (1.0f + e);
 }
 
 inline float reluFloat(float x) {
