@@ -203,35 +203,40 @@ const Kernel &kernelFor(std::size_t m, std::size_t n) {
   return *k;
 }
 
-/// Row p of B's block into each of its panels: the full panels by copies of a known size the
-/// compiler inlines, a last narrower one padded with zeros.
-template <std::size_t NR> void packRowIntoPanels(const float *src, std::size_t nc, std::size_t kc, float *out) {
+/// Rows [p, p + rows) of B's block (row q at src + q * ldb, nc columns) into each of its
+/// panels: the full ones by copies of a known size the compiler inlines, a last narrower one
+/// padded with zeros (NR 0: a width known only at run time, nr).
+template <std::size_t NR>
+void packRowsIntoPanels(const float *src, std::size_t ldb, std::size_t rows, std::size_t nc, std::size_t kc,
+                        std::size_t nr, float *out) {
+  const std::size_t w = NR ? NR : nr;
   std::size_t j = 0;
-  for (; j + NR <= nc; j += NR, out += kc * NR) std::memcpy(out, src + j, NR * sizeof(float));
-  if (j < nc) {
-    std::memcpy(out, src + j, (nc - j) * sizeof(float));
-    std::fill(out + (nc - j), out + NR, 0.0f);
-  }
+  for (; j + w <= nc; j += w, out += kc * w)
+    for (std::size_t q = 0; q < rows; ++q) std::memcpy(out + q * w, src + q * ldb + j, w * sizeof(float));
+  if (j < nc)
+    for (std::size_t q = 0; q < rows; ++q) {
+      std::memcpy(out + q * w, src + q * ldb + j, (nc - j) * sizeof(float));
+      std::fill(out + q * w + (nc - j), out + (q + 1) * w, 0.0f);
+    }
 }
 
-/// B[p0.., j0..] (kc x nc) of a row-major B as panels of NR columns. Row by row, each row's
-/// columns in one sequential read: panel by panel, every row would be a jump of ldb, on a new
-/// page when B is wide, past the hardware prefetchers.
+/// B[p0.., j0..] (kc x nc) of a row-major B as panels of NR columns, sixteen rows at a time:
+/// each panel's share of them is 16 x NR floats written in one piece, while the sixteen rows are
+/// read as sequential streams (row by row, every write was a jump of kc x NR floats, on a new
+/// page; panel by panel, every read a jump of ldb). Packing 768 x 768 took a third of the time
+/// row by row took with 16-column panels.
 void packRowMajorB(const float *B, std::size_t ldb, std::size_t p0, std::size_t kc, std::size_t j0, std::size_t nc,
                    std::size_t NR, float *out) {
-  for (std::size_t p = 0; p < kc; ++p) {
+  constexpr std::size_t kRows = 16;
+  for (std::size_t p = 0; p < kc; p += kRows) {
+    const std::size_t rows = std::min(kRows, kc - p);
     const float *src = B + (p0 + p) * ldb + j0;
     float *dst = out + p * NR;
-    if (NR == kAvx512NR) packRowIntoPanels<kAvx512NR>(src, nc, kc, dst);
-    else if (NR == kAvxNR) packRowIntoPanels<kAvxNR>(src, nc, kc, dst);
-    else if (NR == kAvxWideNR) packRowIntoPanels<kAvxWideNR>(src, nc, kc, dst);
-    else if (NR == kBaseNR) packRowIntoPanels<kBaseNR>(src, nc, kc, dst);
-    else
-      for (std::size_t j = 0; j < nc; j += NR, dst += kc * NR) {
-        const std::size_t w = std::min(NR, nc - j);
-        std::memcpy(dst, src + j, w * sizeof(float));
-        std::fill(dst + w, dst + NR, 0.0f);
-      }
+    if (NR == kAvx512NR) packRowsIntoPanels<kAvx512NR>(src, ldb, rows, nc, kc, NR, dst);
+    else if (NR == kAvxNR) packRowsIntoPanels<kAvxNR>(src, ldb, rows, nc, kc, NR, dst);
+    else if (NR == kAvxWideNR) packRowsIntoPanels<kAvxWideNR>(src, ldb, rows, nc, kc, NR, dst);
+    else if (NR == kBaseNR) packRowsIntoPanels<kBaseNR>(src, ldb, rows, nc, kc, NR, dst);
+    else packRowsIntoPanels<0>(src, ldb, rows, nc, kc, NR, dst);
   }
 }
 
