@@ -619,3 +619,6 @@ template class std::map<std::size_t, poplar::Tensor>;
 template class std::vector<poplar::DataStream>;
 template class std::vector<tilegraph::TensorRow>;
 template class std::vector<tilegraph::HostFunctionSpec>;
+template class std::vector<poplar::Type>;
+template class std::vector<std::size_t>;
+template class std::vector<std::vector<std::size_t>>;

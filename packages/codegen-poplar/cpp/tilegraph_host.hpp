@@ -255,5 +255,10 @@ extern template class std::map<std::size_t, poplar::Tensor>;
 extern template class std::vector<poplar::DataStream>;
 extern template class std::vector<tilegraph::TensorRow>;
 extern template class std::vector<tilegraph::HostFunctionSpec>;
+extern template class std::vector<poplar::Type>;
+// shapes: every tensor a program makes or reshapes has one (two thirds of the functions a
+// program's compile emitted were these vectors' members)
+extern template class std::vector<std::size_t>;
+extern template class std::vector<std::vector<std::size_t>>;
 
 #endif // TILEGRAPH_HOST_HPP

@@ -503,3 +503,6 @@ Function Graph::addFunction(const program::Program &program) {
 }
 
 } // namespace poplar
+
+// declared extern in poplar_host/ScalarValue.hpp
+template class std::vector<poplar_host::ScalarValue>;

@@ -3,6 +3,7 @@
 #define poplar_host_ScalarValue_hpp
 
 #include <type_traits>
+#include <vector>
 
 namespace poplar_host {
 
@@ -38,5 +39,9 @@ struct ScalarValue {
 };
 
 } // namespace poplar_host
+
+// Instantiated once, in the library (Graph.cpp): the constants and vertex fields a host program
+// sets hold their values in one, and instantiating it in every program costs its compile.
+extern template class std::vector<poplar_host::ScalarValue>;
 
 #endif
