@@ -12,6 +12,13 @@
 #else
 #define TG_WIDE
 #endif
+// A vertex of a small compute set (TG_SMALL) has a few elements a tile: vectorised loops buy it
+// nothing, and GCC generating them was a quarter of a small model's codelet build.
+#if defined(__GNUC__) && !defined(__clang__)
+#define TG_SMALL __attribute__((optimize("no-tree-vectorize")))
+#else
+#define TG_SMALL
+#endif
 
 namespace tg {
 

@@ -129,7 +129,7 @@ describe('MultiVertex codelets never let two workers write one 32-bit word', () 
   });
 });
 
-test('exp and erf vertices of large tensors are built for wider vectors (TG_WIDE), of small ones and without them not', () => {
+test('exp and erf vertices of large tensors are built for wider vectors (TG_WIDE), vertices of small ones without vectorised loops (TG_SMALL)', () => {
   const large = generated((b) => b.output('y', b.op('erf', [b.op('exp', [b.input('x', 'float32', [64, 512])])]))).codelets;
   expect(large).toMatch(/TG_WIDE bool compute\(unsigned workerId\)[^]*tg::expFloat[^]*tg::erfFloat/);
   const small = generated((b) => b.output('y', b.op('exp', [b.input('x', 'float32', [4, 10])]))).codelets;
@@ -137,6 +137,10 @@ test('exp and erf vertices of large tensors are built for wider vectors (TG_WIDE
   expect(small).not.toContain('TG_WIDE bool');
   const plain = generated((b) => b.output('y', b.op('add', [b.input('x', 'float32', [64, 512]), b.input('z', 'float32', [64, 512])]))).codelets;
   expect(plain).not.toContain('TG_WIDE bool');
+  // vertices of small compute sets are built without vectorised loops (TG_SMALL); large ones with
+  expect(small).toContain('TG_SMALL bool compute(unsigned workerId)');
+  expect(large).not.toContain('TG_SMALL bool');
+  expect(plain).not.toContain('TG_SMALL bool');
 });
 
 describe('broadcast inputs that repeat along the output are connected as the elements a vertex reads, not broadcast', () => {

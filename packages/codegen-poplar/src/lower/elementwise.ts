@@ -23,6 +23,11 @@ const ELEMENTWISE = new Set<string>(ELEMENTWISE_OP_NAMES);
 const WIDE_KINDS = new Set(['exp', 'erf', 'sigmoid']);
 /** The fewest elements an element-wise compute set has for its vertex class to be built for wider vectors. */
 const WIDE_MIN_ELEMENTS = 16384;
+/**
+ * Below this many elements a compute set has a few of them a tile: its vertex class is built
+ * without vectorised loops (TG_SMALL in the prelude), which would only add build time.
+ */
+const SMALL_MAX_ELEMENTS = 8192;
 
 export function isElementwise(op: Op): boolean {
   return ELEMENTWISE.has(op.kind);
@@ -417,6 +422,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
   // exp and erf in plain arithmetic are worth the wider vectors (see TG_WIDE in the prelude) on
   // large tensors; on small ones, the clones would only add build time
   const wide = n >= WIDE_MIN_ELEMENTS && spec.nodes.some((nd) => isFloat(nd.dtype) && (WIDE_KINDS.has(nd.kind) || (nd.kind === 'gelu' && nd.attrs['approximate'] !== 'tanh')));
+  const build = wide ? 'TG_WIDE ' : n < SMALL_MAX_ELEMENTS ? 'TG_SMALL ' : '';
   spec.outputs.forEach((o, m) => {
     fields.push(`  poplar::Output<${outputVector(outTypes[m]!)}> out${m};`);
     perElement.push(`out${m}[i] = v${o.node};`);
@@ -428,7 +434,7 @@ export function emitElementwise(e: GraphEmitter, spec: EwSpec): void {
       'public:',
       ...fields,
       '',
-      `  ${wide ? 'TG_WIDE ' : ''}bool compute(unsigned workerId) {`,
+      `  ${build}bool compute(unsigned workerId) {`,
       '    const unsigned n = out0.size();',
       ...hoisted.map((l) => `    ${l}`),
       ...(periodic.length ? segmentedWorkerLoop(outTypes, 'n', periodic, perElement) : workerLoop(outTypes, 'n', perElement)).map((l) => `    ${l}`),
