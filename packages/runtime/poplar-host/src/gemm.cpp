@@ -190,16 +190,16 @@ std::size_t paddedProducts(const Kernel &k, std::size_t m, std::size_t n) {
 /// kernel's 16 fit them, and that the AVX2 kernel gives way to its 4 x 24 sibling when that
 /// pads less (every kernel gives the same bits).
 const Kernel &kernelFor(std::size_t m, std::size_t n) {
-  const Kernel *k = currentKernel().load(std::memory_order_relaxed);
-  const auto named = [](const char *name) -> const Kernel * {
-    for (const auto &other : availableKernels())
-      if (std::strcmp(other.name, name) == 0) return &other;
+  // the AVX2 kernels, if this CPU runs them: looked up once, not on every product
+  const auto find = [](Micro micro) -> const Kernel * {
+    for (const auto &k : availableKernels())
+      if (k.micro == micro) return &k;
     return nullptr;
   };
-  if (k->NR == kAvx512NR && n <= static_cast<std::size_t>(kAvxNR))
-    if (const Kernel *avx2 = named("avx2")) k = avx2;
-  if (k->micro == microAvx2)
-    if (const Kernel *wide = named("avx2-4x24"); wide && paddedProducts(*wide, m, n) < paddedProducts(*k, m, n)) k = wide;
+  static const Kernel *const avx2 = find(microAvx2), *const wide = find(microAvx2x24);
+  const Kernel *k = currentKernel().load(std::memory_order_relaxed);
+  if (k->NR == kAvx512NR && n <= static_cast<std::size_t>(kAvxNR) && avx2) k = avx2;
+  if (k == avx2 && wide && paddedProducts(*wide, m, n) < paddedProducts(*k, m, n)) k = wide;
   return *k;
 }
 
